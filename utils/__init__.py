@@ -1,0 +1,10 @@
+"""Shared code of the attention course.
+
+Importing ``utils`` imports no deep-learning framework: a TensorFlow notebook
+never pays for torch, nor the reverse. Framework code lives in the
+``*/torch_impl.py`` and ``*/keras_impl.py`` modules, imported explicitly.
+"""
+
+__version__ = "0.1.0"
+
+COURSE_NAME = "attention-course"

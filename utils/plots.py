@@ -1,0 +1,105 @@
+"""Plots shared by the lessons: attention heatmaps and training curves.
+
+Every function takes NumPy arrays or framework tensors, draws on a given
+Matplotlib ``ax`` (or a new figure) and returns the ``ax``.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .grading import to_numpy
+
+
+def attention_heatmap(
+    weights: Any,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    cmap: str = "viridis",
+    annotate: bool = False,
+    colorbar: bool = True,
+) -> plt.Axes:
+    """Heatmap of one attention matrix with token labels and a colour bar.
+
+    Shapes: weights (Tq, Tk); x_labels Tk strings, y_labels Tq strings.
+    """
+    w = np.asarray(to_numpy(weights), dtype=float)
+    if w.ndim != 2:
+        raise ValueError(f"weights: expected (Tq, Tk), got shape {w.shape}; pick one example and head first")
+    if x_labels is not None and len(x_labels) != w.shape[1]:
+        raise ValueError(f"x_labels: expected {w.shape[1]} labels (Tk), got {len(x_labels)}")
+    if y_labels is not None and len(y_labels) != w.shape[0]:
+        raise ValueError(f"y_labels: expected {w.shape[0]} labels (Tq), got {len(y_labels)}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(3.0, 0.45 * w.shape[1] + 1.5), max(2.5, 0.4 * w.shape[0] + 1.0)))
+    image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
+    if x_labels is not None:
+        ax.set_xticks(range(w.shape[1]), [str(t) for t in x_labels], rotation=60, ha="right")
+    if y_labels is not None:
+        ax.set_yticks(range(w.shape[0]), [str(t) for t in y_labels])
+    if annotate:
+        for i in range(w.shape[0]):
+            for j in range(w.shape[1]):
+                ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center",
+                        color="white" if w[i, j] < 0.6 * w.max() else "black", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def training_curves(
+    history: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "epoch",
+    logy: bool = False,
+) -> plt.Axes:
+    """One line per named series (e.g. ``{"train loss": [...], "val loss": [...]}``)."""
+    if not history:
+        raise ValueError("history: expected at least one named series, got an empty mapping")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3))
+    for name, values in history.items():
+        values = np.asarray(values, dtype=float)
+        ax.plot(np.arange(1, len(values) + 1), values, label=name, marker="o" if len(values) < 30 else None)
+    ax.set_xlabel(xlabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def weights_bar(
+    weights: Any,
+    labels: Sequence[str] | None = None,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+) -> plt.Axes:
+    """Bar chart of one row of attention weights (a distribution over keys).
+
+    Shapes: weights (Tk,).
+    """
+    w = np.asarray(to_numpy(weights), dtype=float).reshape(-1)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 2.5))
+    ax.bar(range(len(w)), w, color="tab:blue")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("weight")
+    if labels is not None:
+        ax.set_xticks(range(len(w)), [str(t) for t in labels])
+    if title:
+        ax.set_title(title)
+    return ax

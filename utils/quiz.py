@@ -1,0 +1,212 @@
+"""Quizzes: question banks in ``quizzes/<lesson>.yml`` rendered as ipywidgets.
+
+A bank has a ``pre`` and a ``post`` part. Each question has an ``id`` unique in
+the bank, a ``question``, and ``answers``, each with ``text``, ``explain`` and
+optionally ``correct: true``. A question has exactly one correct answer unless it
+declares ``multiple: true``; then the student must pick exactly the correct set.
+
+    from utils import quiz
+    quiz.show("01_soft_attention", "pre")
+"""
+from __future__ import annotations
+
+import html
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+PARTS = ("pre", "post")
+QUIZ_DIR_ENV = "COURSE_QUIZ_DIR"
+_BANK_KEYS = {"lesson", "title", "pre", "post"}
+_QUESTION_KEYS = {"id", "question", "answers", "multiple"}
+_ANSWER_KEYS = {"text", "correct", "explain"}
+
+
+class QuizError(ValueError):
+    """A question bank that does not follow the format; the message names the place."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    correct: bool
+    explain: str
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    question: str
+    answers: tuple[Answer, ...]
+    multiple: bool = False
+
+    @property
+    def correct_set(self) -> frozenset[int]:
+        return frozenset(i for i, a in enumerate(self.answers) if a.correct)
+
+    def check(self, selected: Sequence[int]) -> tuple[bool, str]:
+        """Grade a selection of answer indices; return (correct, feedback text)."""
+        chosen = frozenset(int(i) for i in selected)
+        if not chosen:
+            return False, "Pick an answer first."
+        if not self.multiple and len(chosen) > 1:
+            return False, "Pick exactly one answer."
+        bad = [i for i in chosen if not 0 <= i < len(self.answers)]
+        if bad:
+            raise IndexError(f"{self.id}: answer index {bad[0]} out of range 0..{len(self.answers) - 1}")
+        ok = chosen == self.correct_set
+        lines = ["Correct!" if ok else "Not quite."]
+        for i in sorted(chosen):
+            mark = "right" if self.answers[i].correct else "wrong"
+            lines.append(f"- You chose \"{self.answers[i].text}\" ({mark}): {self.answers[i].explain}")
+        if not ok:
+            missed = sorted(self.correct_set - chosen)
+            if missed and self.multiple:
+                lines.append("You missed: " + "; ".join(f"\"{self.answers[i].text}\"" for i in missed))
+        return ok, "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Bank:
+    lesson: str
+    title: str
+    parts: dict[str, tuple[Question, ...]]
+
+
+def quiz_dir() -> Path:
+    """``$COURSE_QUIZ_DIR``, else the ``quizzes/`` folder beside the ``utils`` package."""
+    env = os.environ.get(QUIZ_DIR_ENV)
+    return Path(env) if env else Path(__file__).resolve().parent.parent / "quizzes"
+
+
+def _require(cond: bool, where: str, message: str) -> None:
+    if not cond:
+        raise QuizError(f"{where}: {message}")
+
+
+def _parse_question(raw: Any, where: str) -> Question:
+    _require(isinstance(raw, dict), where, f"expected a mapping with keys {sorted(_QUESTION_KEYS)}, got {type(raw).__name__}")
+    unknown = set(raw) - _QUESTION_KEYS
+    _require(not unknown, where, f"unknown keys {sorted(unknown)}; allowed: {sorted(_QUESTION_KEYS)}")
+    qid = raw.get("id")
+    _require(isinstance(qid, str) and qid.strip() != "", where, "needs a non-empty string 'id'")
+    where = f"{where} (id {qid})"
+    text = raw.get("question")
+    _require(isinstance(text, str) and text.strip() != "", where, "needs a non-empty 'question'")
+    multiple = raw.get("multiple", False)
+    _require(isinstance(multiple, bool), where, f"'multiple' must be true or false, got {multiple!r}")
+    answers_raw = raw.get("answers")
+    _require(isinstance(answers_raw, list) and len(answers_raw) >= 2, where, "needs a list of at least 2 'answers'")
+    answers = []
+    for j, a in enumerate(answers_raw):
+        aw = f"{where}, answer {j + 1}"
+        _require(isinstance(a, dict), aw, "expected a mapping with 'text', 'explain' and optionally 'correct'")
+        unknown = set(a) - _ANSWER_KEYS
+        _require(not unknown, aw, f"unknown keys {sorted(unknown)}; allowed: {sorted(_ANSWER_KEYS)}")
+        _require(isinstance(a.get("text"), str) and a["text"].strip() != "", aw, "needs a non-empty 'text'")
+        _require(isinstance(a.get("explain"), str) and a["explain"].strip() != "", aw, "needs a non-empty 'explain' (why it is right or wrong)")
+        correct = a.get("correct", False)
+        _require(isinstance(correct, bool), aw, f"'correct' must be true or false, got {correct!r}")
+        answers.append(Answer(a["text"].strip(), correct, a["explain"].strip()))
+    texts = [a.text for a in answers]
+    _require(len(set(texts)) == len(texts), where, "two answers have the same text")
+    n_correct = sum(a.correct for a in answers)
+    if multiple:
+        _require(n_correct >= 1, where, "declares multiple: true but marks no answer correct")
+    else:
+        _require(n_correct == 1, where, f"expected exactly one correct answer (or declare multiple: true), found {n_correct}")
+    return Question(qid.strip(), text.strip(), tuple(answers), multiple)
+
+
+def parse_bank(raw: Any, source: str = "<bank>") -> Bank:
+    """Validate a loaded YAML mapping and build a ``Bank``; raise ``QuizError`` naming the problem."""
+    _require(isinstance(raw, dict), source, "expected a mapping with keys lesson, title, pre, post")
+    unknown = set(raw) - _BANK_KEYS
+    _require(not unknown, source, f"unknown keys {sorted(unknown)}; allowed: {sorted(_BANK_KEYS)}")
+    for key in ("lesson", "title"):
+        _require(isinstance(raw.get(key), str) and raw[key].strip() != "", source, f"needs a non-empty '{key}'")
+    parts: dict[str, tuple[Question, ...]] = {}
+    seen: set[str] = set()
+    for part in PARTS:
+        items = raw.get(part)
+        _require(isinstance(items, list) and len(items) > 0, source, f"needs a non-empty list '{part}'")
+        questions = []
+        for i, item in enumerate(items):
+            q = _parse_question(item, f"{source}, {part} question {i + 1}")
+            _require(q.id not in seen, f"{source}, {part} question {i + 1}", f"id {q.id!r} is used twice")
+            seen.add(q.id)
+            questions.append(q)
+        parts[part] = tuple(questions)
+    return Bank(raw["lesson"].strip(), raw["title"].strip(), parts)
+
+
+def load_bank(lesson: str | Path) -> Bank:
+    """Load and validate ``quizzes/<lesson>.yml`` (or a path to a bank file)."""
+    path = Path(lesson)
+    if path.suffix not in (".yml", ".yaml"):
+        path = quiz_dir() / f"{lesson}.yml"
+    if not path.exists():
+        available = sorted(p.stem for p in quiz_dir().glob("*.yml"))
+        raise FileNotFoundError(f"quiz bank {path} not found; available lessons: {available}")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise QuizError(f"{path}: not valid YAML: {exc}") from None
+    bank = parse_bank(raw, str(path))
+    _require(bank.lesson == path.stem, str(path), f"'lesson' is {bank.lesson!r} but the file is {path.stem!r}")
+    return bank
+
+
+def _question_widget(number: int, q: Question, tally: dict, on_change: Any):
+    import ipywidgets as w
+
+    labels = [a.text for a in q.answers]
+    if q.multiple:
+        boxes = [w.Checkbox(description=t, value=False, indent=False, layout=w.Layout(width="auto")) for t in labels]
+        selector = w.VBox(boxes)
+        selected = lambda: [i for i, b in enumerate(boxes) if b.value]  # noqa: E731
+        prompt = " <i>(choose all that apply)</i>"
+    else:
+        radio = w.RadioButtons(options=[(t, i) for i, t in enumerate(labels)], value=None, layout=w.Layout(width="auto"))
+        selector = radio
+        selected = lambda: [] if radio.value is None else [radio.value]  # noqa: E731
+        prompt = ""
+    button = w.Button(description="Check", button_style="primary")
+    feedback = w.HTML()
+
+    def check(_: Any) -> None:
+        ok, text = q.check(selected())
+        colour = "#1a7f37" if ok else "#b42318"
+        feedback.value = f"<div style='color:{colour}; white-space:pre-wrap'>{html.escape(text)}</div>"
+        tally[q.id] = ok
+        on_change()
+
+    button.on_click(check)
+    header = w.HTML(f"<b>Q{number}.</b> {html.escape(q.question)}{prompt}")
+    box = w.VBox([header, selector, button, feedback], layout=w.Layout(margin="0 0 12px 0"))
+    box._course_check = check  # lets tests press the button without a browser
+    box._course_select = selector
+    return box
+
+
+def show(lesson: str, part: str = "pre"):
+    """Build (and return) the interactive quiz for one part of a lesson's bank."""
+    if part not in PARTS:
+        raise ValueError(f"part: expected one of {PARTS}, got {part!r}")
+    import ipywidgets as w
+
+    bank = load_bank(lesson)
+    questions = bank.parts[part]
+    tally: dict[str, bool] = {}
+    score = w.HTML()
+
+    def update() -> None:
+        score.value = f"<b>Score: {sum(tally.values())} / {len(questions)}</b> ({len(tally)} answered)"
+
+    items = [_question_widget(i + 1, q, tally, update) for i, q in enumerate(questions)]
+    update()
+    title = w.HTML(f"<h3>{html.escape(bank.title)}: {'pre-lesson' if part == 'pre' else 'post-lesson'} quiz</h3>")
+    return w.VBox([title, *items, score])

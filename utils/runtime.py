@@ -1,0 +1,165 @@
+"""Seeding, device choice and the run profile.
+
+The run profile decides how big a lesson's data and training are:
+
+* ``smoke``: tiny sizes, same code path; used by the tests.
+* ``cpu``: the default; each lesson reaches its quality bar in minutes on 2 cores.
+* ``gpu``: chosen automatically when a GPU is present (bigger data, more epochs).
+
+``COURSE_PROFILE=smoke|cpu|gpu`` overrides the automatic choice.
+``COURSE_THREADS=N`` caps the CPU threads of NumPy, torch and TensorFlow.
+
+Nothing here imports torch or TensorFlow unless asked to.
+"""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PROFILES = ("smoke", "cpu", "gpu")
+FRAMEWORKS = ("pytorch", "tensorflow")
+PROFILE_ENV = "COURSE_PROFILE"
+THREADS_ENV = "COURSE_THREADS"
+CACHE_ENV = "ATTENTION_COURSE_CACHE"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """The run profile of this session; ``pick`` chooses a size from it."""
+
+    name: str
+
+    def pick(self, *, smoke: Any, cpu: Any, gpu: Any | None = None) -> Any:
+        """Return the value for this profile (``gpu`` defaults to ``cpu``).
+
+        >>> Profile("smoke").pick(smoke=1, cpu=20)
+        1
+        """
+        if self.name == "smoke":
+            return smoke
+        if self.name == "gpu" and gpu is not None:
+            return gpu
+        return cpu
+
+    @property
+    def is_smoke(self) -> bool:
+        return self.name == "smoke"
+
+
+def gpu_present() -> bool:
+    """True when an NVIDIA GPU is visible, checked without importing a framework."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+
+
+def profile() -> Profile:
+    """The run profile: ``$COURSE_PROFILE`` if set, else ``gpu`` or ``cpu``."""
+    name = os.environ.get(PROFILE_ENV, "").strip().lower()
+    if name:
+        if name not in PROFILES:
+            raise ValueError(
+                f"{PROFILE_ENV}: expected one of {', '.join(PROFILES)}, got {name!r}"
+            )
+        return Profile(name)
+    return Profile("gpu" if gpu_present() else "cpu")
+
+
+def cache_dir() -> Path:
+    """The one folder the course writes to (``$ATTENTION_COURSE_CACHE`` or ``~/.cache/attention-course``)."""
+    root = os.environ.get(CACHE_ENV)
+    path = Path(root).expanduser() if root else Path.home() / ".cache" / "attention-course"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def prepare_tensorflow_env() -> None:
+    """Set the variables TensorFlow reads at import: Keras on the TF backend, no log noise.
+
+    Both ``TF_ENABLE_ONEDNN_OPTS=0`` and ``TF_CPP_MIN_LOG_LEVEL=2`` are needed to
+    silence the oneDNN banner; they only take effect before TensorFlow is imported.
+    """
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    threads = os.environ.get(THREADS_ENV)
+    if threads:
+        os.environ.setdefault("TF_NUM_INTRAOP_THREADS", threads)
+        os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
+
+
+def _check_framework(framework: str) -> str:
+    if framework not in FRAMEWORKS:
+        raise ValueError(f"framework: expected one of {FRAMEWORKS}, got {framework!r}")
+    return framework
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy, and whichever of torch / Keras is already imported."""
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed)
+    if "torch" in sys.modules:
+        import torch
+
+        torch.manual_seed(seed)
+    if "keras" in sys.modules:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+
+
+def device(framework: str = "pytorch") -> str:
+    """The device lessons put tensors on: ``"cuda"`` / ``"/GPU:0"`` when present, else CPU."""
+    _check_framework(framework)
+    if framework == "pytorch":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    prepare_tensorflow_env()
+    import tensorflow as tf
+
+    return "/GPU:0" if tf.config.list_physical_devices("GPU") else "/CPU:0"
+
+
+def _pin_threads(framework: str) -> None:
+    threads = os.environ.get(THREADS_ENV)
+    if not threads:
+        return
+    n = int(threads)
+    if framework == "pytorch":
+        import torch
+
+        torch.set_num_threads(n)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # already set once in this process
+            pass
+
+
+def setup(framework: str, seed: int = 0, verbose: bool = True) -> Profile:
+    """One call at the top of every notebook: prepare, import and seed a framework.
+
+    Returns the run profile. For TensorFlow this sets the quiet-logging
+    variables before the first import, so the learner sees no log noise.
+    """
+    _check_framework(framework)
+    if framework == "tensorflow":
+        prepare_tensorflow_env()
+        import keras  # noqa: F401  (imported so seed_everything seeds it)
+    else:
+        import torch  # noqa: F401
+    _pin_threads(framework)
+    seed_everything(seed)
+    prof = profile()
+    if verbose:
+        print(f"framework={framework}  profile={prof.name}  device={device(framework)}  seed={seed}")
+    return prof
