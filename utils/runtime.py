@@ -163,3 +163,31 @@ def setup(framework: str, seed: int = 0, verbose: bool = True) -> Profile:
     if verbose:
         print(f"framework={framework}  profile={prof.name}  device={device(framework)}  seed={seed}")
     return prof
+
+
+RECORD_ENV = "COURSE_RECORD_FILE"
+
+
+def record(name: str, value: float, tol: float = 1e-4) -> float:
+    """Note a key result of a notebook so the twin notebooks can be compared.
+
+    When ``$COURSE_RECORD_FILE`` is set (the tests set it), the value is added
+    to that JSON file; the tests then check that the PyTorch and TensorFlow
+    notebooks of a lesson recorded the same values within ``tol`` (absolute).
+    Returns ``value`` so it can be used inline.
+    """
+    import json
+    import math
+
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"record {name!r}: expected a finite number, got {value!r}")
+    path = os.environ.get(RECORD_ENV)
+    if path:
+        p = Path(path)
+        data = json.loads(p.read_text()) if p.exists() else {}
+        data[name] = {"value": v, "tol": float(tol), "profile": profile().name}
+        tmp = p.with_suffix(p.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        tmp.replace(p)  # never leave a half-written file
+    return v

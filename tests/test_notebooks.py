@@ -1,0 +1,68 @@
+"""Every lesson and solution notebook executes headless in the smoke profile.
+
+Discovered, not listed: a new lesson folder or solution is picked up without
+touching this file. The twin notebooks of a lesson are run together so that
+the key results they record (``utils.runtime.record``) can be compared.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.notebook_runner import ROOT, headings, run_notebook
+
+LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if p.is_dir() and not p.name.startswith("."))
+SOLUTIONS = sorted((ROOT / "solutions").glob("*/*.ipynb"))
+FORBIDDEN = {"pytorch": {"tensorflow", "keras"}, "tensorflow": {"torch"}}
+
+
+def twins(lesson: str) -> dict[str, Path]:
+    return {fw: ROOT / "lessons" / lesson / f"{lesson}_{fw}.ipynb" for fw in ("pytorch", "tensorflow")}
+
+
+def test_lessons_found() -> None:
+    assert "01_soft_attention" in LESSONS
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_has_both_twins_with_same_sections(lesson: str) -> None:
+    paths = twins(lesson)
+    for fw, p in paths.items():
+        assert p.exists(), f"{lesson}: missing the {fw} notebook {p.name}"
+    h = {fw: headings(p) for fw, p in paths.items()}
+    assert h["pytorch"] == h["tensorflow"], f"{lesson}: the twins' section headings differ:\n{h}"
+    assert len(h["pytorch"]) >= 3, f"{lesson}: expected a notebook with sections, found {h['pytorch']}"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_twins_run_and_agree(lesson: str, tmp_path: Path) -> None:
+    records = {}
+    for fw, path in twins(lesson).items():
+        record_file = tmp_path / f"{fw}.json"
+        result = run_notebook(path, record_file=record_file)
+        print(f"{path.name}: {result['seconds']:.1f} s in the smoke profile")
+        leaked = FORBIDDEN[fw] & set(result["modules"])
+        assert not leaked, f"{path.name} imported {sorted(leaked)}: a {fw} notebook must not pay for the other framework"
+        records[fw] = json.loads(record_file.read_text()) if record_file.exists() else {}
+    shared = sorted(set(records["pytorch"]) & set(records["tensorflow"]))
+    only = set(records["pytorch"]) ^ set(records["tensorflow"])
+    assert not only, f"{lesson}: results recorded by one twin only: {sorted(only)}"
+    for name in shared:
+        a, b = records["pytorch"][name], records["tensorflow"][name]
+        tol = max(a["tol"], b["tol"])
+        assert abs(a["value"] - b["value"]) <= tol, (
+            f"{lesson}: twins disagree on {name}: pytorch {a['value']:.6g} vs tensorflow {b['value']:.6g} (tol {tol})"
+        )
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", SOLUTIONS, ids=[p.parent.name for p in SOLUTIONS])
+def test_solution_notebook_runs(path: Path) -> None:
+    fw = "tensorflow" if path.stem.endswith("_tensorflow") else "pytorch"
+    result = run_notebook(path)
+    print(f"{path.name}: {result['seconds']:.1f} s")
+    leaked = FORBIDDEN[fw] & set(result["modules"])
+    assert not leaked, f"{path.name} imported {sorted(leaked)}"

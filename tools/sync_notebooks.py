@@ -1,0 +1,114 @@
+"""Bring every course notebook into its committed form.
+
+* The first code cell is the Colab set-up cell, rendered from the repository
+  address in ``pyproject.toml`` (the one place it is written).
+* The kernel is ``python3``; outputs and execution counts are stripped.
+* nbgrader's cell metadata is kept as it is.
+
+    python -m tools.sync_notebooks          # rewrite notebooks in place
+    python -m tools.sync_notebooks --check  # list notebooks that are out of form, exit 1 if any
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tomllib
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIRS = ("lessons", "solutions", "assignments")
+COLAB_TAG = "colab-setup"
+CLONE_DIR = "/content/attention-course"
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def repository_url() -> str:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return data["project"]["urls"]["Repository"]
+
+
+def colab_cell_source(url: str | None = None) -> str:
+    """The set-up cell: on Colab, clone the course and install its `utils` package
+    (its requirements are already on Colab, so torch and TensorFlow stay as they are);
+    anywhere else, do nothing."""
+    url = url or repository_url()
+    return f'''# Colab set-up: on Google Colab this installs the course's `utils` package; elsewhere it does nothing.
+COURSE_REPO = "{url}"
+try:
+    import google.colab  # noqa: F401
+except ImportError:
+    pass
+else:
+    import os, subprocess, sys
+    if not os.path.isdir("{CLONE_DIR}"):
+        subprocess.run(["git", "clone", "--depth", "1", COURSE_REPO, "{CLONE_DIR}"], check=True)
+    # No dependency of the course pins torch or tensorflow, so Colab's own builds are kept.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "{CLONE_DIR}"], check=True)
+    sys.path.insert(0, "{CLONE_DIR}")
+    from google.colab import output
+    output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''
+
+
+def notebooks(root: Path = ROOT) -> list[Path]:
+    found = []
+    for d in NOTEBOOK_DIRS:
+        found += [p for p in (root / d).rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts]
+    return sorted(found)
+
+
+def _is_colab_cell(cell) -> bool:
+    return cell.cell_type == "code" and (
+        COLAB_TAG in cell.get("metadata", {}).get("tags", []) or "COURSE_REPO" in cell.source
+    )
+
+
+def normalise(nb, url: str) -> None:
+    """Strip outputs, set the kernel, and put the Colab cell first among code cells."""
+    nb.cells = [c for c in nb.cells if not _is_colab_cell(c)]
+    setup = nbformat.v4.new_code_cell(colab_cell_source(url))
+    setup.metadata = {"tags": [COLAB_TAG]}
+    setup.id = "colab-setup"
+    first_code = next((i for i, c in enumerate(nb.cells) if c.cell_type == "code"), len(nb.cells))
+    nb.cells.insert(first_code, setup)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("collapsed", None)
+        cell.metadata.pop("scrolled", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata.pop("widgets", None)
+    nb.nbformat, nb.nbformat_minor = 4, 5
+
+
+def render(path: Path, url: str) -> str:
+    nb = nbformat.read(path, as_version=4)
+    normalise(nb, url)
+    return nbformat.writes(nb) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="only report notebooks out of form")
+    parser.add_argument("paths", nargs="*", type=Path, help="notebooks (default: all course notebooks)")
+    args = parser.parse_args(argv)
+    url = repository_url()
+    stale = []
+    for path in args.paths or notebooks():
+        text = path.read_text(encoding="utf-8")
+        wanted = render(path, url)
+        if text != wanted:
+            stale.append(path)
+            if not args.check:
+                path.write_text(wanted, encoding="utf-8")
+    for path in stale:
+        print(("out of form: " if args.check else "rewrote: ") + str(path.relative_to(ROOT) if path.is_absolute() else path))
+    return 1 if (args.check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
