@@ -2,7 +2,7 @@
 
 Written with ``keras.ops`` and run on the TensorFlow backend in the course.
 Shapes: B batch, Tq queries, Tk keys, D query/key width, Dv value width,
-A additive hidden width; ``...`` are leading batch dims. Masks are boolean
+A additive hidden width, H heads, Dh = D / H; ``...`` are leading batch dims. Masks are boolean
 keep-masks (True = may attend) broadcastable to (..., Tq, Tk).
 """
 from __future__ import annotations
@@ -15,9 +15,10 @@ from utils.runtime import prepare_tensorflow_env
 prepare_tensorflow_env()
 
 import keras  # noqa: E402
+import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from . import _checks  # noqa: E402
+from . import _checks, _mha_checks  # noqa: E402
 
 __all__ = [
     "masked_softmax",
@@ -28,6 +29,14 @@ __all__ = [
     "scaled_dot_product_attention",
     "additive_attention",
     "AdditiveAttention",
+    "causal_mask",
+    "padding_mask",
+    "split_heads",
+    "merge_heads",
+    "multi_head_attention",
+    "MultiHeadAttention",
+    "to_library",
+    "from_library",
 ]
 
 Tensor = Any  # a Keras / TensorFlow tensor, or anything ops.convert_to_tensor takes
@@ -165,3 +174,240 @@ class AdditiveAttention(keras.layers.Layer):
 
     def get_config(self) -> dict:
         return {**super().get_config(), "d_query": self.d_query, "d_key": self.d_key, "d_attn": self.d_attn}
+
+
+# ----------------------------------------------------------------------------
+# Masks and multi-head attention (lesson 5)
+# ----------------------------------------------------------------------------
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None) -> Tensor:
+    """Keep-mask that lets query i see keys 0..i (and nothing in its future).
+
+    With more keys than queries (a decoder fed a prefix) the queries are the
+    last ``num_queries`` positions: query i sees keys 0..i + num_keys - num_queries.
+    Shapes: -> (Tq, Tk), True = may attend.
+    """
+    num_keys = num_queries if num_keys is None else num_keys
+    _mha_checks.check_positive_int("num_queries", num_queries)
+    _mha_checks.check_positive_int("num_keys", num_keys)
+    rows = ops.arange(num_queries)[:, None]  # (Tq, 1)
+    cols = ops.arange(num_keys)[None, :]  # (1, Tk)
+    return cols <= rows + (num_keys - num_queries)  # (Tq, Tk)
+
+
+def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
+    """Keep-mask that hides the padding after each sequence's true length.
+
+    Shapes: lengths (B,) -> (B, 1, 1, Tk=max_len), broadcastable to (B, H, Tq, Tk).
+    """
+    lengths = ops.convert_to_tensor(lengths)
+    _mha_checks.check_lengths(ops.convert_to_numpy(lengths), max_len)
+    keep = ops.arange(max_len)[None, :] < ops.cast(lengths, "int32")[:, None]  # (B, Tk)
+    return keep[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def split_heads(x: Tensor, num_heads: int) -> Tensor:
+    """Cut the last axis into ``num_heads`` contiguous slices, one per head.
+
+    Shapes: x (B, T, D) -> (B, H, T, Dh) with Dh = D / H.
+    """
+    _, _, d = _mha_checks.check_heads("x", x, num_heads)
+    x = ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], num_heads, d // num_heads))  # (B, T, H, Dh)
+    return ops.transpose(x, (0, 2, 1, 3))  # (B, H, T, Dh)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """Undo ``split_heads``: concatenate the heads along the feature axis.
+
+    Shapes: x (B, H, T, Dh) -> (B, T, H * Dh).
+    """
+    _, h, _, dh = _checks.check_rank("x", x, 4, "(B, H, T, Dh)")
+    x = ops.transpose(x, (0, 2, 1, 3))  # (B, T, H, Dh)
+    return ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], h * dh))  # (B, T, D)
+
+
+def _project(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+    y = ops.matmul(x, w)
+    return y if b is None else y + b
+
+
+def _attention_core(
+    queries: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    w_qkv: Tensor,
+    b_qkv: Tensor | None,
+    w_o: Tensor,
+    b_o: Tensor | None,
+    num_heads: int,
+    mask: Tensor | None,
+    dropout: float,
+    seed: Any = None,
+) -> tuple[Tensor, Tensor]:
+    d = _checks.shape_of(queries)[-1]
+    if queries is keys and keys is values:  # self-attention: one matmul for q, k and v
+        q, k, v = ops.split(_project(queries, w_qkv, b_qkv), 3, axis=-1)  # 3 x (B, T, D)
+    else:  # cross-attention: project each input with its third of the weights
+        bq, bk, bv = (None, None, None) if b_qkv is None else (b_qkv[:d], b_qkv[d : 2 * d], b_qkv[2 * d :])
+        q = _project(queries, w_qkv[:, :d], bq)  # (B, Tq, D)
+        if keys is values:
+            k, v = ops.split(_project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]), 2, axis=-1)
+        else:
+            k, v = _project(keys, w_qkv[:, d : 2 * d], bk), _project(values, w_qkv[:, 2 * d :], bv)  # (B, Tk, D)
+    q = split_heads(q, num_heads)  # (B, H, Tq, Dh)
+    k = split_heads(k, num_heads)  # (B, H, Tk, Dh)
+    v = split_heads(v, num_heads)  # (B, H, Tk, Dh)
+    # Scale q before the matmul: the same numbers as scaling the scores, on Tq x Dh
+    # entries instead of Tq x Tk.
+    q = q * (1.0 / math.sqrt(d // num_heads))
+    scores = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (B, H, Tq, Tk)
+    weights = ops.softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)  # (B, H, Tq, Tk)
+    attn = keras.random.dropout(weights, dropout, seed=seed) if dropout > 0 else weights
+    out = _project(merge_heads(ops.matmul(attn, v)), w_o, b_o)  # (B, Tq, D)
+    return out, weights
+
+
+def multi_head_attention(
+    queries: Tensor,
+    keys: Tensor,
+    values: Tensor,
+    w_qkv: Tensor,
+    b_qkv: Tensor | None,
+    w_o: Tensor,
+    b_o: Tensor | None,
+    num_heads: int,
+    mask: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Multi-head attention with given weights, in the x @ W convention.
+
+    ``w_qkv`` holds the query, key and value projections side by side
+    ([W_q | W_k | W_v], each (D, D)); inside each, head h owns the columns
+    h*Dh .. (h+1)*Dh. ``w_o`` maps the concatenated heads back to D.
+    Shapes: queries (B, Tq, D), keys (B, Tk, D), values (B, Tk, D),
+    w_qkv (D, 3D), b_qkv (3D,), w_o (D, D), b_o (D,), mask broadcastable to
+    (B, H, Tq, Tk) -> output (B, Tq, D), weights (B, H, Tq, Tk).
+    """
+    _mha_checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
+    q, k = _checks.shape_of(queries), _checks.shape_of(keys)
+    _checks.check_mask(mask, (q[0], num_heads, q[1], k[1]))
+    return _attention_core(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads, mask, 0.0)
+
+
+def _qkv_initializer(d_model: int) -> Any:
+    glorot = keras.initializers.GlorotUniform()
+
+    def init(shape: Any, dtype: Any = None) -> Tensor:
+        # Glorot per (D, D) block, as if W_q, W_k and W_v were separate layers.
+        return ops.concatenate([glorot((d_model, d_model), dtype=dtype) for _ in range(3)], axis=1)
+
+    return init
+
+
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention from scratch: project, split into heads, attend, concatenate, project.
+
+    Weights (x @ W convention): ``w_qkv`` (D, 3D) = [W_q | W_k | W_v], ``b_qkv`` (3D,),
+    ``w_o`` (D, D), ``b_o`` (D,). ``to_library`` / ``from_library`` copy them to and
+    from ``keras.layers.MultiHeadAttention``. ``dropout`` applies to the attention
+    weights in training mode (the returned weights are before dropout).
+    Shapes: call(queries (B, Tq, D), keys (B, Tk, D), values (B, Tk, D), mask
+    broadcastable to (B, H, Tq, Tk)) -> output (B, Tq, D), weights (B, H, Tq, Tk).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _mha_checks.check_positive_int("d_model", d_model)
+        _mha_checks.check_positive_int("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(f"num_heads: expected a divisor of d_model={d_model}, got {num_heads}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.dropout, self.bias = float(dropout), bool(bias)
+        self.w_qkv = self.add_weight(shape=(d_model, 3 * d_model), initializer=_qkv_initializer(d_model), name="w_qkv")
+        self.w_o = self.add_weight(shape=(d_model, d_model), initializer="glorot_uniform", name="w_o")
+        self.b_qkv = self.add_weight(shape=(3 * d_model,), initializer="zeros", name="b_qkv") if bias else None
+        self.b_o = self.add_weight(shape=(d_model,), initializer="zeros", name="b_o") if bias else None
+        self._seed = keras.random.SeedGenerator()
+
+    def call(
+        self,
+        queries: Tensor,
+        keys: Tensor,
+        values: Tensor,
+        mask: Tensor | None = None,
+        training: bool | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        _mha_checks.check_mha_inputs(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads)
+        q, k = _checks.shape_of(queries), _checks.shape_of(keys)
+        _checks.check_mask(mask, (q[0], self.num_heads, q[1], k[1]))
+        p = self.dropout if training else 0.0
+        return _attention_core(
+            queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads, mask, p, self._seed
+        )
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    def get_config(self) -> dict:
+        return {
+            **super().get_config(),
+            "d_model": self.d_model,
+            "num_heads": self.num_heads,
+            "dropout": self.dropout,
+            "bias": self.bias,
+        }
+
+
+def to_library(mha: MultiHeadAttention) -> keras.layers.MultiHeadAttention:
+    """A built ``keras.layers.MultiHeadAttention`` holding copies of ``mha``'s weights.
+
+    Keras keeps one EinsumDense per projection with the heads as their own axis.
+    Shapes: w_qkv (D, 3D) -> query/key/value kernels (D, H, Dh) and biases (H, Dh);
+    w_o (D, D) -> output kernel (H, Dh, D).
+    """
+    if not isinstance(mha, MultiHeadAttention):
+        raise ValueError(f"mha: expected a utils.attention.keras_impl.MultiHeadAttention, got {type(mha).__name__}")
+    d, h, dh = mha.d_model, mha.num_heads, mha.d_head
+    lib = keras.layers.MultiHeadAttention(num_heads=h, key_dim=dh, dropout=mha.dropout, use_bias=mha.bias, dtype=mha.dtype_policy)
+    lib.build(query_shape=(None, None, d), value_shape=(None, None, d), key_shape=(None, None, d))
+    w = ops.convert_to_numpy(mha.w_qkv)
+    denses = (lib.query_dense, lib.key_dense, lib.value_dense)
+    for i, dense in enumerate(denses):
+        dense.kernel.assign(w[:, i * d : (i + 1) * d].reshape(d, h, dh))  # (D, H, Dh)
+    lib.output_dense.kernel.assign(ops.convert_to_numpy(mha.w_o).reshape(h, dh, d))  # (H, Dh, D)
+    if mha.bias:
+        b = ops.convert_to_numpy(mha.b_qkv)
+        for i, dense in enumerate(denses):
+            dense.bias.assign(b[i * d : (i + 1) * d].reshape(h, dh))  # (H, Dh)
+        lib.output_dense.bias.assign(ops.convert_to_numpy(mha.b_o))
+    return lib
+
+
+def from_library(layer: keras.layers.MultiHeadAttention) -> MultiHeadAttention:
+    """The course's ``MultiHeadAttention`` holding copies of a built ``keras.layers.MultiHeadAttention``'s weights.
+
+    Shapes: query/key/value kernels (D, H, Dh) -> w_qkv (D, 3D); output kernel (H, Dh, D) -> w_o (D, D).
+    """
+    if not isinstance(layer, keras.layers.MultiHeadAttention):
+        raise ValueError(f"layer: expected a keras.layers.MultiHeadAttention, got {type(layer).__name__}")
+    if not layer.built:
+        raise ValueError("layer: expected a built layer (call it once or call build()), got an unbuilt one")
+    h, dh = layer.num_heads, layer.key_dim
+    d = h * dh
+    kernels = [ops.convert_to_numpy(x.kernel) for x in (layer.query_dense, layer.key_dense, layer.value_dense)]
+    out_kernel = ops.convert_to_numpy(layer.output_dense.kernel)
+    if any(k.shape != (d, h, dh) for k in kernels) or out_kernel.shape != (h, dh, d) or layer.value_dim != dh:
+        raise ValueError(
+            f"layer: expected kernels (D, H, Dh)=({d}, {h}, {dh}) and output (H, Dh, D) with D = H * key_dim, got "
+            f"{[k.shape for k in kernels]} and {out_kernel.shape}"
+        )
+    mha = MultiHeadAttention(d, h, dropout=layer.dropout, bias=layer.use_bias, dtype=layer.dtype_policy)
+    mha.w_qkv.assign(np.concatenate([k.reshape(d, d) for k in kernels], axis=1))  # (D, 3D)
+    mha.w_o.assign(out_kernel.reshape(d, d))  # (D, D)
+    if layer.use_bias:
+        biases = [ops.convert_to_numpy(x.bias).reshape(d) for x in (layer.query_dense, layer.key_dense, layer.value_dense)]
+        mha.b_qkv.assign(np.concatenate(biases))
+        mha.b_o.assign(ops.convert_to_numpy(layer.output_dense.bias))
+    return mha

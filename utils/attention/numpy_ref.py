@@ -1,14 +1,14 @@
 """NumPy reference of the attention core: the readable, exact version.
 
 Shapes: B batch, Tq queries, Tk keys, D query/key width, Dv value width,
-A additive hidden width; ``...`` are leading batch dims. Masks are boolean
+A additive hidden width, H heads, Dh = D / H; ``...`` are leading batch dims. Masks are boolean
 keep-masks (True = may attend) broadcastable to (..., Tq, Tk).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from . import _checks
+from . import _checks, _mha_checks
 
 __all__ = [
     "masked_softmax",
@@ -18,6 +18,11 @@ __all__ = [
     "attend",
     "scaled_dot_product_attention",
     "additive_attention",
+    "causal_mask",
+    "padding_mask",
+    "split_heads",
+    "merge_heads",
+    "multi_head_attention",
 ]
 
 
@@ -126,3 +131,83 @@ def additive_attention(
     _checks.check_values(values, k)
     weights = masked_softmax(additive_scores(queries, keys, W_q, W_k, w_v), mask)
     return attend(weights, values), weights
+
+
+# ----------------------------------------------------------------------------
+# Masks and multi-head attention (lesson 5)
+# ----------------------------------------------------------------------------
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None) -> np.ndarray:
+    """Keep-mask that lets query i see keys 0..i (and nothing in its future).
+
+    With more keys than queries (a decoder fed a prefix) the queries are the
+    last ``num_queries`` positions: query i sees keys 0..i + num_keys - num_queries.
+    Shapes: -> (Tq, Tk), True = may attend.
+    """
+    num_keys = num_queries if num_keys is None else num_keys
+    _mha_checks.check_positive_int("num_queries", num_queries)
+    _mha_checks.check_positive_int("num_keys", num_keys)
+    return np.tril(np.ones((num_queries, num_keys), dtype=bool), k=num_keys - num_queries)
+
+
+def padding_mask(lengths: np.ndarray, max_len: int) -> np.ndarray:
+    """Keep-mask that hides the padding after each sequence's true length.
+
+    Shapes: lengths (B,) -> (B, 1, 1, Tk=max_len), broadcastable to (B, H, Tq, Tk).
+    """
+    lengths = np.asarray(lengths)
+    _mha_checks.check_lengths(lengths, max_len)
+    keep = np.arange(max_len)[None, :] < lengths[:, None]  # (B, Tk)
+    return keep[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
+    """Cut the last axis into ``num_heads`` contiguous slices, one per head.
+
+    Shapes: x (B, T, D) -> (B, H, T, Dh) with Dh = D / H.
+    """
+    b, t, d = _mha_checks.check_heads("x", x, num_heads)
+    return x.reshape(b, t, num_heads, d // num_heads).transpose(0, 2, 1, 3)  # (B, H, T, Dh)
+
+
+def merge_heads(x: np.ndarray) -> np.ndarray:
+    """Undo ``split_heads``: concatenate the heads along the feature axis.
+
+    Shapes: x (B, H, T, Dh) -> (B, T, H * Dh).
+    """
+    b, h, t, dh = _checks.check_rank("x", x, 4, "(B, H, T, Dh)")
+    return x.transpose(0, 2, 1, 3).reshape(b, t, h * dh)  # (B, T, D)
+
+
+def multi_head_attention(
+    queries: np.ndarray,
+    keys: np.ndarray,
+    values: np.ndarray,
+    w_qkv: np.ndarray,
+    b_qkv: np.ndarray | None,
+    w_o: np.ndarray,
+    b_o: np.ndarray | None,
+    num_heads: int,
+    mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head attention with given weights, in the x @ W convention.
+
+    ``w_qkv`` holds the query, key and value projections side by side
+    ([W_q | W_k | W_v], each (D, D)); inside each, head h owns the columns
+    h*Dh .. (h+1)*Dh. ``w_o`` maps the concatenated heads back to D.
+    Shapes: queries (B, Tq, D), keys (B, Tk, D), values (B, Tk, D),
+    w_qkv (D, 3D), b_qkv (3D,), w_o (D, D), b_o (D,), mask broadcastable to
+    (B, H, Tq, Tk) -> output (B, Tq, D), weights (B, H, Tq, Tk).
+    """
+    d = _mha_checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
+    b_qkv = np.zeros(3 * d, dtype=w_qkv.dtype) if b_qkv is None else b_qkv
+    q = queries @ w_qkv[:, :d] + b_qkv[:d]  # (B, Tq, D)
+    k = keys @ w_qkv[:, d : 2 * d] + b_qkv[d : 2 * d]  # (B, Tk, D)
+    v = values @ w_qkv[:, 2 * d :] + b_qkv[2 * d :]  # (B, Tk, D)
+    q, k, v = (split_heads(t, num_heads) for t in (q, k, v))  # (B, H, T, Dh)
+    heads, weights = scaled_dot_product_attention(q, k, v, mask)  # (B, H, Tq, Dh), (B, H, Tq, Tk)
+    out = merge_heads(heads) @ w_o  # (B, Tq, D)
+    if b_o is not None:
+        out = out + b_o
+    return out, weights

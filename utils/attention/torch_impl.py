@@ -1,7 +1,7 @@
 """PyTorch twin of the attention core (same names and signatures as keras_impl).
 
 Shapes: B batch, Tq queries, Tk keys, D query/key width, Dv value width,
-A additive hidden width; ``...`` are leading batch dims. Masks are boolean
+A additive hidden width, H heads, Dh = D / H; ``...`` are leading batch dims. Masks are boolean
 keep-masks (True = may attend) broadcastable to (..., Tq, Tk).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from . import _checks
+from . import _checks, _mha_checks
 
 __all__ = [
     "masked_softmax",
@@ -22,6 +22,14 @@ __all__ = [
     "scaled_dot_product_attention",
     "additive_attention",
     "AdditiveAttention",
+    "causal_mask",
+    "padding_mask",
+    "split_heads",
+    "merge_heads",
+    "multi_head_attention",
+    "MultiHeadAttention",
+    "to_library",
+    "from_library",
 ]
 
 
@@ -154,3 +162,205 @@ class AdditiveAttention(nn.Module):
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return additive_attention(queries, keys, values, self.W_q, self.W_k, self.w_v, mask)
+
+
+# ----------------------------------------------------------------------------
+# Masks and multi-head attention (lesson 5)
+# ----------------------------------------------------------------------------
+
+
+def causal_mask(num_queries: int, num_keys: int | None = None) -> torch.Tensor:
+    """Keep-mask that lets query i see keys 0..i (and nothing in its future).
+
+    With more keys than queries (a decoder fed a prefix) the queries are the
+    last ``num_queries`` positions: query i sees keys 0..i + num_keys - num_queries.
+    Shapes: -> (Tq, Tk), True = may attend.
+    """
+    num_keys = num_queries if num_keys is None else num_keys
+    _mha_checks.check_positive_int("num_queries", num_queries)
+    _mha_checks.check_positive_int("num_keys", num_keys)
+    return torch.ones(num_queries, num_keys, dtype=torch.bool).tril(diagonal=num_keys - num_queries)
+
+
+def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
+    """Keep-mask that hides the padding after each sequence's true length.
+
+    Shapes: lengths (B,) -> (B, 1, 1, Tk=max_len), broadcastable to (B, H, Tq, Tk).
+    """
+    lengths = torch.as_tensor(lengths)
+    _mha_checks.check_lengths(lengths.cpu(), max_len)
+    keep = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, Tk)
+    return keep[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """Cut the last axis into ``num_heads`` contiguous slices, one per head.
+
+    Shapes: x (B, T, D) -> (B, H, T, Dh) with Dh = D / H.
+    """
+    b, t, d = _mha_checks.check_heads("x", x, num_heads)
+    return x.reshape(b, t, num_heads, d // num_heads).transpose(1, 2)  # (B, H, T, Dh)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Undo ``split_heads``: concatenate the heads along the feature axis.
+
+    Shapes: x (B, H, T, Dh) -> (B, T, H * Dh).
+    """
+    b, h, t, dh = _checks.check_rank("x", x, 4, "(B, H, T, Dh)")
+    return x.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, D)
+
+
+def _project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    # x @ w + b as one fused BLAS call (addmm) when there is a bias
+    return x @ w if b is None else torch.addmm(b, x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[1])
+
+
+def _attention_core(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    w_qkv: torch.Tensor,
+    b_qkv: torch.Tensor | None,
+    w_o: torch.Tensor,
+    b_o: torch.Tensor | None,
+    num_heads: int,
+    mask: torch.Tensor | None,
+    dropout: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    b, tq, d = queries.shape
+    if queries is keys and keys is values:  # self-attention: one matmul for q, k and v
+        qkv = _project(queries, w_qkv, b_qkv)  # (B, T, 3D)
+        # One copy puts every head's slice side by side in memory, so the two
+        # batched matmuls below need no further copies.
+        qkv = qkv.reshape(b, tq, 3, num_heads, d // num_heads).permute(2, 0, 3, 1, 4).contiguous()  # (3, B, H, T, Dh)
+        q, k, v = qkv.unbind(0)  # 3 x (B, H, T, Dh)
+    else:  # cross-attention: project each input with its third of the weights
+        bq, bk, bv = (None, None, None) if b_qkv is None else b_qkv.split(d)
+        wq, wk, wv = w_qkv.split(d, dim=1)
+        q = _project(queries, wq, bq)  # (B, Tq, D)
+        if keys is values:
+            k, v = _project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]).split(d, dim=-1)
+        else:
+            k, v = _project(keys, wk, bk), _project(values, wv, bv)  # (B, Tk, D)
+        q = split_heads(q, num_heads)  # (B, H, Tq, Dh)
+        k = split_heads(k, num_heads)  # (B, H, Tk, Dh)
+        v = split_heads(v, num_heads)  # (B, H, Tk, Dh)
+    # Scale q before the matmul: the same numbers as scaling the scores, on Tq x Dh
+    # entries instead of Tq x Tk.
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)  # (B, H, Tq, Tk)
+    weights = torch.softmax(scores, dim=-1) if mask is None else masked_softmax(scores, mask)  # (B, H, Tq, Tk)
+    attn = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
+    out = _project(merge_heads(attn @ v), w_o, b_o)  # (B, Tq, D)
+    return out, weights
+
+
+def multi_head_attention(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    w_qkv: torch.Tensor,
+    b_qkv: torch.Tensor | None,
+    w_o: torch.Tensor,
+    b_o: torch.Tensor | None,
+    num_heads: int,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Multi-head attention with given weights, in the x @ W convention.
+
+    ``w_qkv`` holds the query, key and value projections side by side
+    ([W_q | W_k | W_v], each (D, D)); inside each, head h owns the columns
+    h*Dh .. (h+1)*Dh. ``w_o`` maps the concatenated heads back to D.
+    Shapes: queries (B, Tq, D), keys (B, Tk, D), values (B, Tk, D),
+    w_qkv (D, 3D), b_qkv (3D,), w_o (D, D), b_o (D,), mask broadcastable to
+    (B, H, Tq, Tk) -> output (B, Tq, D), weights (B, H, Tq, Tk).
+    """
+    _mha_checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
+    q, k = queries.shape, keys.shape
+    _checks.check_mask(mask, (q[0], num_heads, q[1], k[1]))
+    return _attention_core(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads, mask, 0.0)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention from scratch: project, split into heads, attend, concatenate, project.
+
+    Weights (x @ W convention): ``w_qkv`` (D, 3D) = [W_q | W_k | W_v], ``b_qkv`` (3D,),
+    ``w_o`` (D, D), ``b_o`` (D,). ``to_library`` / ``from_library`` copy them to and
+    from ``torch.nn.MultiheadAttention``. ``dropout`` applies to the attention
+    weights in training mode (the returned weights are before dropout).
+    Shapes: forward(queries (B, Tq, D), keys (B, Tk, D), values (B, Tk, D), mask
+    broadcastable to (B, H, Tq, Tk)) -> output (B, Tq, D), weights (B, H, Tq, Tk).
+    """
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
+        super().__init__()
+        _mha_checks.check_positive_int("d_model", d_model)
+        _mha_checks.check_positive_int("num_heads", num_heads)
+        if d_model % num_heads:
+            raise ValueError(f"num_heads: expected a divisor of d_model={d_model}, got {num_heads}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
+        self.d_model, self.num_heads, self.d_head = d_model, num_heads, d_model // num_heads
+        self.dropout, self.bias = float(dropout), bool(bias)
+        self.w_qkv = nn.Parameter(torch.empty(d_model, 3 * d_model))
+        self.w_o = nn.Parameter(torch.empty(d_model, d_model))
+        self.b_qkv = nn.Parameter(torch.zeros(3 * d_model)) if bias else None
+        self.b_o = nn.Parameter(torch.zeros(d_model)) if bias else None
+        for w in (self.w_qkv[:, :d_model], self.w_qkv[:, d_model : 2 * d_model], self.w_qkv[:, 2 * d_model :], self.w_o):
+            with torch.no_grad():
+                w.copy_(nn.init.xavier_uniform_(torch.empty(d_model, d_model)))
+
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        training: bool | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        _mha_checks.check_mha_inputs(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads)
+        q, k = queries.shape, keys.shape
+        _checks.check_mask(mask, (q[0], self.num_heads, q[1], k[1]))
+        training = self.training if training is None else training
+        p = self.dropout if training else 0.0
+        return _attention_core(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads, mask, p)
+
+
+def to_library(mha: MultiHeadAttention) -> nn.MultiheadAttention:
+    """A ``torch.nn.MultiheadAttention`` (batch_first) holding copies of ``mha``'s weights.
+
+    torch keeps weights in the x @ W.T convention: in_proj_weight = w_qkv.T.
+    Shapes: w_qkv (D, 3D) -> in_proj_weight (3D, D); w_o (D, D) -> out_proj.weight (D, D).
+    """
+    if not isinstance(mha, MultiHeadAttention):
+        raise ValueError(f"mha: expected a utils.attention.torch_impl.MultiHeadAttention, got {type(mha).__name__}")
+    lib = nn.MultiheadAttention(mha.d_model, mha.num_heads, dropout=mha.dropout, bias=mha.bias, batch_first=True)
+    lib = lib.to(device=mha.w_qkv.device, dtype=mha.w_qkv.dtype)
+    with torch.no_grad():
+        lib.in_proj_weight.copy_(mha.w_qkv.T)  # (3D, D)
+        lib.out_proj.weight.copy_(mha.w_o.T)  # (D, D)
+        if mha.bias:
+            lib.in_proj_bias.copy_(mha.b_qkv)
+            lib.out_proj.bias.copy_(mha.b_o)
+    return lib.train(mha.training)
+
+
+def from_library(layer: nn.MultiheadAttention) -> MultiHeadAttention:
+    """The course's ``MultiHeadAttention`` holding copies of a ``torch.nn.MultiheadAttention``'s weights.
+
+    Shapes: in_proj_weight (3D, D) -> w_qkv (D, 3D); out_proj.weight (D, D) -> w_o (D, D).
+    """
+    if not isinstance(layer, nn.MultiheadAttention):
+        raise ValueError(f"layer: expected a torch.nn.MultiheadAttention, got {type(layer).__name__}")
+    if layer.in_proj_weight is None or layer.bias_k is not None or layer.add_zero_attn:
+        raise ValueError("layer: expected equal query/key/value widths, no bias_k/bias_v, no add_zero_attn")
+    bias = layer.in_proj_bias is not None
+    mha = MultiHeadAttention(layer.embed_dim, layer.num_heads, dropout=layer.dropout, bias=bias)
+    mha = mha.to(device=layer.in_proj_weight.device, dtype=layer.in_proj_weight.dtype)
+    with torch.no_grad():
+        mha.w_qkv.copy_(layer.in_proj_weight.T)
+        mha.w_o.copy_(layer.out_proj.weight.T)
+        if bias:
+            mha.b_qkv.copy_(layer.in_proj_bias)
+            mha.b_o.copy_(layer.out_proj.bias)
+    return mha.train(layer.training)
