@@ -1,0 +1,74 @@
+"""NumPy reference of positional encodings: the readable, exact version.
+
+Shapes: T positions, D model width (even); ``...`` are leading batch dims.
+Interleaved layout: dim 2i = sin(p * w_i), dim 2i + 1 = cos(p * w_i),
+w_i = base ** (-2i / D).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import _checks
+
+__all__ = ["frequencies", "sinusoidal_encoding", "offset_matrix", "apply_rotary"]
+
+
+def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
+    """Angular frequency w_i = base ** (-2i / D) of each sin/cos pair.
+
+    Shapes: -> (D / 2,).
+    """
+    _checks.check_width("d_model", d_model)
+    _checks.check_base(base)
+    return base ** (-np.arange(0, d_model, 2, dtype=np.float64) / d_model)
+
+
+def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """The fixed sinusoidal encoding of positions 0..max_len-1, interleaved sin/cos.
+
+    Shapes: -> (T=max_len, D), float32.
+    """
+    _checks.check_length("max_len", max_len)
+    angles = np.arange(max_len, dtype=np.float64)[:, None] * frequencies(d_model, base)[None, :]  # (T, D/2)
+    pe = np.empty((max_len, d_model), dtype=np.float64)
+    pe[:, 0::2] = np.sin(angles)  # even dims
+    pe[:, 1::2] = np.cos(angles)  # odd dims
+    return pe.astype(np.float32)
+
+
+def offset_matrix(offset: int, d_model: int, base: float = 10000.0) -> np.ndarray:
+    """The matrix M_k with PE(p + k) = PE(p) @ M_k for every position p.
+
+    It is block-diagonal: each (sin, cos) pair is rotated by the angle k * w_i,
+    whatever p is. That is why a model can learn to attend "k positions back"
+    with one linear map.
+    Shapes: -> (D, D), float32.
+    """
+    _checks.check_offset(offset)
+    angle = offset * frequencies(d_model, base)  # (D/2,)
+    c, s = np.cos(angle), np.sin(angle)
+    m = np.zeros((d_model, d_model), dtype=np.float64)
+    m[0::2, 0::2] = np.diag(c)  # sin part -> sin part
+    m[1::2, 0::2] = np.diag(s)  # cos part -> sin part
+    m[0::2, 1::2] = np.diag(-s)  # sin part -> cos part
+    m[1::2, 1::2] = np.diag(c)  # cos part -> cos part
+    return m.astype(np.float32)
+
+
+def apply_rotary(x: np.ndarray, offset: int = 0, base: float = 10000.0) -> np.ndarray:
+    """Rotary position embedding: rotate each pair (x_2i, x_2i+1) at position p by p * w_i.
+
+    Positions are offset, offset+1, ... along the T axis. After rotating queries
+    and keys, q_m . k_n depends on m - n only (and on the contents).
+    Shapes: x (..., T, D) -> (..., T, D).
+    """
+    _checks.check_offset(offset)
+    shape = _checks.check_sequence("x", x, None, None, "(..., T, D)")
+    t, d = shape[-2], shape[-1]
+    angles = (offset + np.arange(t))[:, None] * frequencies(d, base)[None, :]  # (T, D/2)
+    c, s = np.cos(angles), np.sin(angles)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, D/2)
+    out = np.empty(x.shape, dtype=np.result_type(x.dtype, np.float32))
+    out[..., 0::2] = even * c - odd * s
+    out[..., 1::2] = even * s + odd * c
+    return out
