@@ -22,6 +22,7 @@ __all__ = [
     "check_rows_sum_to_one",
     "check_zero_where_masked",
     "check_true",
+    "check_own_code",
 ]
 
 
@@ -160,3 +161,32 @@ def check_true(condition: bool, message: str) -> None:
     """A property that must hold; ``message`` says what and why."""
     if not bool(condition):
         raise GradingError(message)
+
+
+def check_own_code(fn: Callable, forbidden: Sequence[str], name: str | None = None) -> None:
+    """The student's function does not just call a ready-made implementation.
+
+    ``forbidden`` lists source fragments (e.g. ``"utils.attention"``,
+    ``"scaled_dot_product_attention("``) that would mean the exercise was skipped.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    label = name or getattr(fn, "__name__", "your function")
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError):
+        return  # defined somewhere we cannot read; nothing to check
+    tree = ast.parse(source)
+    node = tree.body[0]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+        body = "\n".join(source.splitlines()[node.body[0].lineno - 1:])  # without the def line
+    else:
+        body = source
+    for fragment in forbidden:
+        if fragment in body:
+            raise GradingError(
+                f"{label}: uses {fragment!r}. This exercise asks you to write it yourself, "
+                "with plain tensor operations."
+            )

@@ -1,0 +1,49 @@
+# The course's commands. The first two are all a student needs:
+#   make lab    set up (first time only) and open the course in JupyterLab
+#   make test   set up (first time only) and run the whole test suite
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.course-installed
+RUN := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python
+PYTEST_ARGS ?= -n 2 --dist loadgroup
+ASSIGNMENT ?=
+
+.PHONY: install lab test assignments grade bench clean-grading
+
+install: $(STAMP)
+
+# (Re)install when the dependency files change; the venv itself is reused.
+$(STAMP): pyproject.toml requirements/local.txt requirements/nodeps.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements/local.txt -e ".[dev]"
+	@if grep -qv '^\s*\(#\|$$\)' requirements/nodeps.txt; then \
+		$(BIN)/python -m pip install -q --no-deps -r requirements/nodeps.txt; fi
+	touch $(STAMP)
+
+lab: install
+	$(RUN) -m jupyter lab --notebook-dir="$(CURDIR)" $(LAB_ARGS)
+
+test: install
+	$(RUN) -m pytest $(PYTEST_ARGS) $(TEST_ARGS)
+
+# Regenerate the student releases in assignments/ from solutions/ (instructors).
+assignments: install
+	@for d in solutions/*/; do id=$$(basename "$$d"); \
+		$(RUN) -m nbgrader generate_assignment "$$id" --force --log-level=WARN || exit 1; done
+	$(RUN) -m tools.sync_notebooks
+
+# Autograde every submission of one assignment and write feedback and grades:
+#   make grade ASSIGNMENT=01_soft_attention_pytorch
+grade: install
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id>  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
+	$(RUN) -m tools.grade "$(ASSIGNMENT)"
+
+# Quality and speed runs too long for CI; results are recorded under benchmarks/.
+bench: install
+	$(RUN) -m benchmarks $(BENCH_ARGS)
+
+clean-grading:
+	rm -rf gradebook.db submitted autograded feedback exchange

@@ -1,0 +1,127 @@
+"""The nbgrader round trip of every assignment, discovered from ``solutions/``.
+
+For each assignment: the committed release equals a fresh
+``nbgrader generate_assignment``; the release carries no solution and no hidden
+test; the solution, submitted as a student would, autogrades to full marks; the
+untouched release autogrades to zero; every wrong implementation listed in
+``tests/mutants/<id>.yml`` gets partial marks and the message that names the
+mistake; and no feedback page shows hidden test code.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from tests import grading_support as gs
+from tools.sync_notebooks import render, repository_url
+
+ASSIGNMENTS = gs.assignment_ids()
+pytestmark = pytest.mark.grading
+
+
+def test_assignments_found() -> None:
+    assert "01_soft_attention_pytorch" in ASSIGNMENTS and "01_soft_attention_tensorflow" in ASSIGNMENTS
+
+
+def load_mutants(assignment: str) -> list[dict]:
+    path = gs.ROOT / "tests" / "mutants" / f"{assignment}.yml"
+    if not path.exists():
+        return []
+    mutants = yaml.safe_load(path.read_text()) or []
+    for m in mutants:
+        assert {"name", "cell", "replace", "message"} <= set(m), f"{path}: mutant {m} needs name, cell, replace, message"
+    return mutants
+
+
+@pytest.fixture(scope="module", params=[pytest.param(a, marks=pytest.mark.xdist_group(a)) for a in ASSIGNMENTS], ids=ASSIGNMENTS)
+def graded(request, tmp_path_factory) -> dict:
+    """Generate, submit (solution, release, mutants), autograde and generate feedback once per assignment."""
+    assignment = request.param
+    course = gs.make_course(tmp_path_factory.mktemp(assignment), assignment)
+    gs.nbgrader(["generate_assignment", assignment, "--force"], course)
+    source_nb = nbformat.read(course / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    release_path = course / "assignments" / assignment / f"{assignment}.ipynb"
+    release_nb = nbformat.read(release_path, as_version=4)
+
+    fills = gs.student_fill(source_nb)
+    gs.write_submission(course, assignment, "solution", gs.fill_release(release_nb, fills))
+    gs.write_submission(course, assignment, "release", release_nb)
+    mutants = load_mutants(assignment)
+    for i, m in enumerate(mutants):
+        assert m["cell"] in fills, f"mutant {m['name']!r}: no solution cell with grade_id {m['cell']!r}"
+        code = fills[m["cell"]]
+        for old, new in m["replace"]:
+            assert old in code, f"mutant {m['name']!r}: {old!r} not found in cell {m['cell']!r}; update tests/mutants/{assignment}.yml"
+            code = code.replace(old, new)
+        gs.write_submission(course, assignment, f"mutant{i}", gs.fill_release(release_nb, {**fills, m["cell"]: code}))
+    gs.nbgrader(["autograde", assignment, "--force"], course)
+    gs.nbgrader(["generate_feedback", assignment, "--force"], course)
+    return {
+        "id": assignment, "course": course, "source": source_nb, "release_path": release_path,
+        "scores": gs.scores(course, assignment), "mutants": mutants,
+    }
+
+
+def test_release_in_sync(graded) -> None:
+    """assignments/<id> is exactly what generate_assignment makes (after the notebook sync)."""
+    aid, fresh_dir = graded["id"], graded["release_path"].parent
+    committed_dir = gs.ROOT / "assignments" / aid
+    fresh_files = sorted(p.name for p in fresh_dir.iterdir())
+    committed_files = sorted(p.name for p in committed_dir.iterdir()) if committed_dir.exists() else []
+    assert committed_files == fresh_files, f"{aid}: assignments/ has {committed_files}, a fresh release has {fresh_files}; run `make assignments`"
+    fresh = render(graded["release_path"], repository_url())
+    committed = (committed_dir / f"{aid}.ipynb").read_text(encoding="utf-8")
+    assert committed == fresh, f"{aid}: the committed release differs from a fresh one; run `make assignments`"
+
+
+def test_release_leaks_nothing(graded) -> None:
+    """No solution code, no hidden test, no marker in any released file."""
+    aid = graded["id"]
+    text = "\n".join(p.read_text(encoding="utf-8") for p in (gs.ROOT / "assignments" / aid).iterdir())
+    for marker in (gs.BEGIN_SOLUTION, gs.BEGIN_HIDDEN, "END HIDDEN TESTS"):
+        assert marker not in text, f"{aid}: release contains {marker!r}"
+    nb = nbformat.read(gs.ROOT / "assignments" / aid / f"{aid}.ipynb", as_version=4)
+    release_lines = {line.strip() for cell in nb.cells for line in cell.source.splitlines()}
+    hidden = gs.secret_lines(graded["source"], gs.BEGIN_HIDDEN, gs.END_HIDDEN)
+    assert hidden, f"{aid}: expected at least one hidden test with lines of its own"
+    for begin, end, what in ((gs.BEGIN_SOLUTION, gs.END_SOLUTION, "solution"), (gs.BEGIN_HIDDEN, gs.END_HIDDEN, "hidden test")):
+        leaked = sorted(gs.secret_lines(graded["source"], begin, end) & release_lines)
+        assert not leaked, f"{aid}: the release contains {what} lines: {leaked[:3]}"
+
+
+def test_solution_gets_full_marks(graded) -> None:
+    score, maximum = graded["scores"]["solution"]
+    assert maximum > 0 and score == maximum, f"{graded['id']}: the solution scored {score} / {maximum}"
+
+
+def test_release_gets_zero(graded) -> None:
+    score, maximum = graded["scores"]["release"]
+    assert score == 0, f"{graded['id']}: the untouched release scored {score} / {maximum}"
+
+
+def test_mutants_get_partial_marks_and_named_mistake(graded) -> None:
+    aid, course = graded["id"], graded["course"]
+    if not graded["mutants"]:
+        pytest.skip(f"{aid}: no tests/mutants/{aid}.yml")
+    for i, m in enumerate(graded["mutants"]):
+        score, maximum = graded["scores"][f"mutant{i}"]
+        assert 0 < score < maximum, f"{aid}: mutant {m['name']!r} scored {score} / {maximum}; expected partial marks"
+        nb = nbformat.read(course / "autograded" / f"mutant{i}" / aid / f"{aid}.ipynb", as_version=4)
+        errors = gs.error_text(nb)
+        assert m["message"] in errors, f"{aid}: mutant {m['name']!r}: expected the message {m['message']!r}, got:\n{errors}"
+        page = gs.visible_text((course / "feedback" / f"mutant{i}" / aid / f"{aid}.html").read_text())
+        assert m["message"] in page, f"{aid}: mutant {m['name']!r}: the feedback page does not show {m['message']!r}"
+
+
+def test_feedback_shows_no_hidden_tests(graded) -> None:
+    aid, course = graded["id"], graded["course"]
+    hidden = gs.secret_lines(graded["source"], gs.BEGIN_HIDDEN, gs.END_HIDDEN)
+    pages = sorted((course / "feedback").glob(f"*/{aid}/{aid}.html"))
+    assert len(pages) == len(graded["scores"]), f"{aid}: {len(pages)} feedback pages for {len(graded['scores'])} submissions"
+    for page in pages:
+        text = gs.visible_text(page.read_text())
+        leaked = sorted(line for line in hidden if line in text)
+        assert not leaked, f"{aid}: {page.parent.parent.name}'s feedback shows hidden test code: {leaked[:3]}"
