@@ -1,0 +1,125 @@
+"""The attention core: NumPy reference, torch twin and Keras twin agree; bad input is named."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from utils.attention import keras_impl as K
+from utils.attention import numpy_ref as R
+from utils.attention import torch_impl as T
+
+RNG = np.random.default_rng(0)
+ATOL = 1e-5
+
+
+def data(batch=(2,), tq=3, tk=5, d=4, dv=6):
+    q = RNG.normal(size=(*batch, tq, d)).astype(np.float32)
+    k = RNG.normal(size=(*batch, tk, d)).astype(np.float32)
+    v = RNG.normal(size=(*batch, tk, dv)).astype(np.float32)
+    return q, k, v
+
+
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=ATOL, rtol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
+def test_sdpa_twins_agree_with_reference(batch) -> None:
+    q, k, v = data(batch)
+    mask = RNG.random((*batch, 1, 5)) > 0.3
+    out_r, w_r = R.scaled_dot_product_attention(q, k, v, mask)
+    out_t, w_t = T.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v), torch.tensor(mask))
+    out_k, w_k = K.scaled_dot_product_attention(q, k, v, mask)
+    for a, b in ((out_t, out_r), (w_t, w_r), (out_k, out_r), (w_k, w_r)):
+        close(a, b)
+
+
+def test_masked_softmax_properties() -> None:
+    scores = RNG.normal(size=(2, 3, 5)).astype(np.float32) * 30
+    mask = RNG.random((2, 3, 5)) > 0.4
+    mask[0, 0] = False  # a fully masked row
+    for fn, conv in ((R.masked_softmax, np.asarray), (T.masked_softmax, torch.tensor), (K.masked_softmax, np.asarray)):
+        w = np.asarray(fn(conv(scores), conv(mask)))
+        assert np.isfinite(w).all()
+        assert (w[~mask] == 0).all(), f"{fn.__module__}: masked positions must get exactly zero"
+        sums = w.sum(-1)
+        np.testing.assert_allclose(sums[mask.any(-1)], 1.0, atol=1e-5)
+        assert (sums[~mask.any(-1)] == 0).all(), "a fully masked row must be all zeros"
+
+
+def test_temperature_limits() -> None:
+    s = np.array([2.0, 1.0, 0.0], dtype=np.float32)
+    close(R.masked_softmax(s, temperature=0.01), [1, 0, 0])
+    close(T.masked_softmax(torch.tensor(s), temperature=0.01), [1, 0, 0])
+    close(K.masked_softmax(s, temperature=0.01), [1, 0, 0])
+    assert np.allclose(R.masked_softmax(s, temperature=1e4), 1 / 3, atol=1e-3)
+
+
+def test_additive_twins_agree_with_copied_weights() -> None:
+    q = RNG.normal(size=(2, 3, 4)).astype(np.float32)
+    k = RNG.normal(size=(2, 5, 6)).astype(np.float32)
+    v = RNG.normal(size=(2, 5, 2)).astype(np.float32)
+    mask = RNG.random((2, 1, 5)) > 0.3
+    tl, kl = T.AdditiveAttention(4, 6, 8), K.AdditiveAttention(4, 6, 8)
+    for name in ("W_q", "W_k", "w_v"):
+        getattr(kl, name).assign(getattr(tl, name).detach().numpy())
+    out_t, w_t = tl(torch.tensor(q), torch.tensor(k), torch.tensor(v), torch.tensor(mask))
+    out_k, w_k = kl(q, k, v, mask)
+    out_r, w_r = R.additive_attention(q, k, v, tl.W_q.detach().numpy(), tl.W_k.detach().numpy(), tl.w_v.detach().numpy(), mask)
+    close(out_t.detach(), out_r)
+    close(w_t.detach(), w_r)
+    close(out_k, out_r)
+    close(w_k, w_r)
+
+
+def test_additive_layers_train() -> None:
+    """Gradients reach every weight of the torch layer and the Keras layer."""
+    layer = T.AdditiveAttention(4, 4, 8)
+    q, k, v = data()
+    out, _ = layer(torch.tensor(q), torch.tensor(k), torch.tensor(v))
+    out.sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in layer.parameters())
+    import tensorflow as tf
+
+    klayer = K.AdditiveAttention(4, 4, 8)
+    with tf.GradientTape() as tape:
+        out, _ = klayer(q, k, v)
+        loss = tf.reduce_sum(out)
+    grads = tape.gradient(loss, klayer.trainable_weights)
+    assert len(grads) == 3 and all(g is not None and float(tf.reduce_sum(tf.abs(g))) > 0 for g in grads)
+
+
+def test_gaussian_kernel_scores_twins() -> None:
+    xq, xk = RNG.uniform(0, 5, 7).astype(np.float32), RNG.uniform(0, 5, 9).astype(np.float32)
+    ref = R.gaussian_kernel_scores(xq, xk, 2.0)
+    assert ref.shape == (7, 9) and (ref <= 0).all()
+    close(T.gaussian_kernel_scores(torch.tensor(xq), torch.tensor(xk), 2.0), ref)
+    close(K.gaussian_kernel_scores(xq, xk, 2.0), ref)
+
+
+BAD_CALLS = [
+    ("keys", lambda m, q, k, v: m.scaled_dot_product_attention(q, k[..., :2], v), "keys: expected (..., Tk, D) with D=4"),
+    ("values", lambda m, q, k, v: m.scaled_dot_product_attention(q, k, v[:, :3]), "values: expected (..., Tk, Dv)"),
+    ("queries", lambda m, q, k, v: m.dot_scores(q[0, 0], k), "queries: expected (..., Tq, D)"),
+    ("mask dtype", lambda m, q, k, v: m.masked_softmax(m.dot_scores(q, k), q[..., :5] * 0 + 1), "mask: expected a boolean keep-mask"),
+    ("temperature", lambda m, q, k, v: m.masked_softmax(q, temperature=0.0), "temperature: expected a positive number"),
+    ("W_k", lambda m, q, k, v: m.additive_scores(q, k, np.ones((4, 8)), np.ones((3, 8)), np.ones(8)), "W_k: expected (Dk, A) with Dk=4"),
+]
+
+
+@pytest.mark.parametrize("impl", ["numpy", "torch", "keras"])
+@pytest.mark.parametrize("what,call,message", BAD_CALLS, ids=[b[0] for b in BAD_CALLS])
+def test_bad_shapes_raise_value_error_naming_the_argument(impl, what, call, message) -> None:
+    q, k, v = data()
+    module = {"numpy": R, "torch": T, "keras": K}[impl]
+    if impl == "torch":
+        q, k, v = torch.tensor(q), torch.tensor(k), torch.tensor(v)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        call(module, q, k, v)
+
+
+def test_mask_shape_must_broadcast() -> None:
+    q, k, v = data()
+    with pytest.raises(ValueError, match=r"mask: expected a shape broadcastable to the scores \(2, 3, 5\)"):
+        R.scaled_dot_product_attention(q, k, v, np.ones((2, 3, 4), dtype=bool))

@@ -1,0 +1,38 @@
+"""Committed notebooks are in their normal form: Colab cell first, no outputs."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tools import sync_notebooks as sync
+
+NOTEBOOKS = sync.notebooks()
+
+
+def test_notebooks_found() -> None:
+    assert any(p.parts[-3] == "lessons" for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(sync.ROOT)) for p in NOTEBOOKS])
+def test_notebook_is_in_committed_form(path) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    for i, cell in enumerate(raw["cells"]):
+        if cell["cell_type"] == "code":
+            assert cell["outputs"] == [] and cell["execution_count"] is None, f"{path.name}: cell {i} has outputs"
+    first_code = next(c for c in raw["cells"] if c["cell_type"] == "code")
+    assert "".join(first_code["source"]) == sync.colab_cell_source(), f"{path.name}: first code cell is not the Colab set-up"
+    assert path.read_text(encoding="utf-8") == sync.render(path, sync.repository_url()), (
+        f"{path.name} is not in normal form: run `python -m tools.sync_notebooks`"
+    )
+
+
+def test_colab_cell_installs_without_touching_frameworks() -> None:
+    import tomllib
+
+    source = sync.colab_cell_source()
+    assert sync.repository_url() in source and "google.colab" in source
+    deps = tomllib.loads((sync.ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = [d for d in deps if d.split(">")[0].split("=")[0].strip() in ("torch", "tensorflow", "tensorflow-cpu")]
+    assert not pinned, f"the package's own dependencies must not name a framework (Colab has its own): {pinned}"
+    exec(compile(source, "colab-cell", "exec"), {})  # off Colab: does nothing, raises nothing

@@ -1,0 +1,205 @@
+"""utils.grading messages, utils.quiz validation and feedback, utils.runtime, utils.plots."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from utils import grading, plots, quiz, runtime  # noqa: E402
+from utils.attention import numpy_ref as R  # noqa: E402
+
+# ---------------------------------------------------------------- grading
+
+
+def test_check_close_names_the_known_mistake() -> None:
+    rng = np.random.default_rng(0)
+    q, k = rng.normal(size=(2, 3, 16)), rng.normal(size=(2, 5, 16))
+    right = R.masked_softmax(R.dot_scores(q, k))
+    unscaled = R.masked_softmax(R.dot_scores(q, k, scale=False))
+    with pytest.raises(grading.GradingError, match="They match what you get when the scores are not scaled"):
+        grading.check_close(unscaled, right, "weights", mistakes={"the scores are not scaled": unscaled})
+    with pytest.raises(grading.GradingError, match=r"weights: values differ from the reference by up to .* \(at index"):
+        grading.check_close(right + 0.1, right, "weights", mistakes={"the scores are not scaled": unscaled})
+    grading.check_close(right, right, "weights")  # passes silently
+
+
+def test_check_shape_and_nan_messages() -> None:
+    with pytest.raises(grading.GradingError, match=r"out: expected shape \(2, 3\), got \(3, 2\)"):
+        grading.check_shape(np.zeros((3, 2)), (2, 3), "out")
+    bad = np.array([[0.5, np.nan]])
+    with pytest.raises(grading.GradingError, match="contains NaN"):
+        grading.check_close(bad, np.array([[0.5, 0.5]]), "w")
+
+
+def test_rows_and_mask_checks_explain() -> None:
+    with pytest.raises(grading.GradingError, match="last axis"):
+        grading.check_rows_sum_to_one(np.full((2, 3), 0.5), "w")
+    mask = np.array([[True, True, False, False]])
+    inverted = R.masked_softmax(np.zeros((1, 4)), ~mask)
+    with pytest.raises(grading.GradingError, match="inverted"):
+        grading.check_zero_where_masked(inverted, mask, "w")
+    grading.check_zero_where_masked(R.masked_softmax(np.zeros((1, 4)), mask), mask, "w")
+
+
+def test_run_student_turns_errors_into_messages() -> None:
+    def todo(x):
+        raise NotImplementedError()
+
+    def forgot_return(x):
+        x + 1
+
+    def broken(x):
+        return x.nope
+
+    with pytest.raises(grading.GradingError, match="not implemented yet"):
+        grading.run_student(todo, 1)
+    with pytest.raises(grading.GradingError, match="return"):
+        grading.run_student(forgot_return, 1)
+    with pytest.raises(grading.GradingError, match="raised AttributeError"):
+        grading.run_student(broken, 1)
+    assert grading.run_student(lambda x: x + 1, 1) == 2
+
+
+def test_check_own_code_spots_shortcuts() -> None:
+    def lazy(q, k, v):
+        return utils.attention.torch_impl.scaled_dot_product_attention(q, k, v)  # noqa: F821
+
+    def honest(q, k, v):
+        return q @ k
+
+    with pytest.raises(grading.GradingError, match="write it yourself"):
+        grading.check_own_code(lazy, ["utils."])
+    grading.check_own_code(honest, ["utils."])
+
+
+def test_to_numpy_handles_frameworks() -> None:
+    import torch
+
+    assert grading.to_numpy(torch.ones(2, requires_grad=True)).tolist() == [1.0, 1.0]
+    assert grading.to_numpy([1, 2]).tolist() == [1, 2]
+
+
+# ---------------------------------------------------------------- quiz
+
+
+def _bank(**over):
+    q = {"id": "q1", "question": "Why?", "answers": [
+        {"text": "A", "correct": True, "explain": "because"}, {"text": "B", "explain": "no"}]}
+    bank = {"lesson": "x", "title": "X", "pre": [q], "post": [{**q, "id": "q2"}]}
+    bank.update(over)
+    return bank
+
+
+def test_every_committed_bank_validates() -> None:
+    banks = sorted(quiz.quiz_dir().glob("*.yml"))
+    assert banks, "no quiz banks found"
+    for path in banks:
+        bank = quiz.load_bank(path.stem)
+        assert bank.parts["pre"] and bank.parts["post"]
+
+
+def test_every_lesson_has_a_bank_used_by_both_notebooks() -> None:
+    root = Path(__file__).resolve().parent.parent
+    for lesson in sorted(p for p in (root / "lessons").iterdir() if p.is_dir()):
+        assert (quiz.quiz_dir() / f"{lesson.name}.yml").exists(), f"{lesson.name}: no quiz bank"
+        for nb in lesson.glob("*.ipynb"):
+            text = nb.read_text()
+            for part in ("pre", "post"):
+                assert f'quiz.show(\\"{lesson.name}\\", \\"{part}\\")' in text, f"{nb.name}: no {part}-lesson quiz"
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda b: b["post"][0].update(id="q1"), "id 'q1' is used twice"),
+    (lambda b: b["pre"][0]["answers"][1].update(correct=True), "exactly one correct answer"),
+    (lambda b: b["pre"][0]["answers"][0].pop("explain"), "explain"),
+    (lambda b: b["pre"][0].update(colour="red"), "unknown keys"),
+    (lambda b: b.update(post=[]), "non-empty list 'post'"),
+    (lambda b: b["pre"][0].update(multiple=True, answers=[{"text": "A", "explain": "a"}, {"text": "B", "explain": "b"}]), "marks no answer correct"),
+])
+def test_bank_validation_names_the_problem(change, message) -> None:
+    bank = _bank()
+    change(bank)
+    with pytest.raises(quiz.QuizError, match=message):
+        quiz.parse_bank(bank, "test.yml")
+
+
+def test_question_feedback() -> None:
+    bank = quiz.parse_bank(_bank(), "t")
+    q = bank.parts["pre"][0]
+    ok, text = q.check([0])
+    assert ok and "because" in text
+    ok, text = q.check([1])
+    assert not ok and "no" in text
+    assert q.check([])[0] is False
+
+
+def test_quiz_widget_checks_answers() -> None:
+    box = quiz.show("01_soft_attention", "pre")
+    items = box.children[1:-1]
+    first = items[0]
+    first._course_select.value = [i for i, a in enumerate(quiz.load_bank("01_soft_attention").parts["pre"][0].answers) if a.correct][0]
+    first._course_check(None)
+    assert "Correct" in first.children[-1].value
+    assert "Score: 1 /" in box.children[-1].value
+
+
+# ---------------------------------------------------------------- runtime
+
+
+def test_profile_from_environment(monkeypatch) -> None:
+    monkeypatch.setenv("COURSE_PROFILE", "smoke")
+    assert runtime.profile().pick(smoke=1, cpu=2, gpu=3) == 1
+    monkeypatch.setenv("COURSE_PROFILE", "cpu")
+    assert runtime.profile().pick(smoke=1, cpu=2, gpu=3) == 2
+    monkeypatch.setenv("COURSE_PROFILE", "gpu")
+    assert runtime.profile().pick(smoke=1, cpu=2) == 2  # gpu falls back to cpu sizes
+    monkeypatch.setenv("COURSE_PROFILE", "fast")
+    with pytest.raises(ValueError, match="COURSE_PROFILE: expected one of smoke, cpu, gpu"):
+        runtime.profile()
+
+
+def test_seed_everything_is_reproducible() -> None:
+    import torch
+
+    runtime.seed_everything(3)
+    a = (np.random.rand(), torch.rand(1).item())
+    runtime.seed_everything(3)
+    assert (np.random.rand(), torch.rand(1).item()) == a
+    with pytest.raises(ValueError, match="seed"):
+        runtime.seed_everything(-1)
+
+
+def test_record_writes_atomically(tmp_path, monkeypatch) -> None:
+    path = tmp_path / "rec.json"
+    monkeypatch.setenv("COURSE_RECORD_FILE", str(path))
+    runtime.record("a", 1.5)
+    runtime.record("b", 2, tol=0.1)
+    data = json.loads(path.read_text())
+    assert data["a"]["value"] == 1.5 and data["b"]["tol"] == 0.1
+    assert not list(tmp_path.glob("*.tmp"))
+    with pytest.raises(ValueError, match="finite"):
+        runtime.record("c", float("nan"))
+
+
+def test_cache_dir_follows_environment(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("ATTENTION_COURSE_CACHE", str(tmp_path / "c"))
+    assert runtime.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()
+
+
+# ---------------------------------------------------------------- plots
+
+
+def test_heatmap_checks_labels() -> None:
+    w = R.masked_softmax(np.zeros((2, 3)))
+    ax = plots.attention_heatmap(w, ["a", "b", "c"], ["x", "y"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b", "c"]
+    with pytest.raises(ValueError, match="x_labels: expected 3 labels"):
+        plots.attention_heatmap(w, ["a"], ["x", "y"])
+    with pytest.raises(ValueError, match=r"weights: expected \(Tq, Tk\)"):
+        plots.attention_heatmap(np.zeros((1, 2, 3)))
