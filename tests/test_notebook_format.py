@@ -36,3 +36,15 @@ def test_colab_cell_installs_without_touching_frameworks() -> None:
     pinned = [d for d in deps if d.split(">")[0].split("=")[0].strip() in ("torch", "tensorflow", "tensorflow-cpu")]
     assert not pinned, f"the package's own dependencies must not name a framework (Colab has its own): {pinned}"
     exec(compile(source, "colab-cell", "exec"), {})  # off Colab: does nothing, raises nothing
+
+
+def test_readme_lesson_map_is_current() -> None:
+    text = (sync.ROOT / "README.md").read_text(encoding="utf-8")
+    assert text == sync.render_readme(), "README's lesson map is out of date: run `python -m tools.sync_notebooks`"
+    for lesson in sorted(p.name for p in (sync.ROOT / "lessons").iterdir() if p.is_dir()):
+        assert f"lessons/{lesson}/{lesson}_tensorflow.ipynb" in text, f"README does not link {lesson}"
+
+
+def test_environment_yml_mirrors_the_local_install() -> None:
+    text = (sync.ROOT / "environment.yml").read_text()
+    assert "-r requirements/local.txt" in text and "-e .[dev]" in text and "python=3.11" in text

@@ -91,6 +91,38 @@ def render(path: Path, url: str) -> str:
     return nbformat.writes(nb) + "\n"
 
 
+README_START, README_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
+
+
+def lesson_table(url: str | None = None) -> str:
+    """The README's lesson map: one row per lesson folder, Colab links per notebook."""
+    import re
+
+    url = (url or repository_url()).rstrip("/")
+    colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
+    rows = ["| # | lesson | time | PyTorch | TensorFlow | assignment |", "|---|---|---|---|---|---|"]
+    for folder in sorted(p for p in (ROOT / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit()):
+        first = nbformat.read(folder / f"{folder.name}_pytorch.ipynb", as_version=4).cells[0].source
+        title = first.splitlines()[0].lstrip("# ").split("(")[0].strip()
+        title = re.sub(r"^Lesson \d+:\s*", "", title)
+        minutes = re.search(r"about (\d+) minutes", first)
+        links = []
+        for fw in ("pytorch", "tensorflow"):
+            path = f"lessons/{folder.name}/{folder.name}_{fw}.ipynb"
+            links.append(f"[notebook]({path}) [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}/blob/main/{path})")
+        has = [fw for fw in ("pytorch", "tensorflow") if (ROOT / "assignments" / f"{folder.name}_{fw}").exists()]
+        assignment = ", ".join(f"[{fw}](assignments/{folder.name}_{fw}/{folder.name}_{fw}.ipynb)" for fw in has) or "-"
+        rows.append(f"| {int(folder.name[:2])} | {title} | {minutes.group(1) + ' min' if minutes else '-'} | {links[0]} | {links[1]} | {assignment} |")
+    return "\n".join(rows)
+
+
+def render_readme(url: str | None = None) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    head, rest = text.split(README_START, 1)
+    _, tail = rest.split(README_END, 1)
+    return f"{head}{README_START}\n{lesson_table(url)}\n{README_END}{tail}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="only report notebooks out of form")
@@ -105,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(path)
             if not args.check:
                 path.write_text(wanted, encoding="utf-8")
+    readme = ROOT / "README.md"
+    if not args.paths and readme.exists() and README_START in readme.read_text(encoding="utf-8"):
+        wanted = render_readme(url)
+        if readme.read_text(encoding="utf-8") != wanted:
+            stale.append(readme)
+            if not args.check:
+                readme.write_text(wanted, encoding="utf-8")
     for path in stale:
         print(("out of form: " if args.check else "rewrote: ") + str(path.relative_to(ROOT) if path.is_absolute() else path))
     return 1 if (args.check and stale) else 0
