@@ -103,3 +103,104 @@ def weights_bar(
     if title:
         ax.set_title(title)
     return ax
+
+
+# ---------------------------------------------------------------------------
+# Positional encodings (lesson 4) and attention cost (lesson 5)
+# ---------------------------------------------------------------------------
+
+
+def matrix_heatmap(
+    matrix: Any,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    xlabel: str = "",
+    ylabel: str = "",
+    cmap: str = "RdBu_r",
+    symmetric: bool = True,
+    colorbar: bool = True,
+) -> plt.Axes:
+    """Heatmap of any real matrix (an encoding table, a similarity matrix, a mask).
+
+    With ``symmetric`` the colour scale is centred on zero. Shapes: matrix (R, C).
+    """
+    m = np.asarray(to_numpy(matrix), dtype=float)
+    if m.ndim != 2:
+        raise ValueError(f"matrix: expected (R, C), got shape {m.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.6))
+    limit = float(np.abs(m).max()) or 1.0
+    vmin, vmax = (-limit, limit) if symmetric else (float(m.min()), float(m.max()))
+    image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def encoding_waves(
+    encoding: Any,
+    dims: Sequence[int],
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    mark: Sequence[int] = (),
+) -> plt.Axes:
+    """Selected dimensions of a positional encoding as curves over position.
+
+    ``mark`` draws vertical lines at those positions. Shapes: encoding (T, D).
+    """
+    pe = np.asarray(to_numpy(encoding), dtype=float)
+    if pe.ndim != 2:
+        raise ValueError(f"encoding: expected (T, D), got shape {pe.shape}")
+    bad = [d for d in dims if not 0 <= d < pe.shape[1]]
+    if bad:
+        raise ValueError(f"dims: expected indices in 0..{pe.shape[1] - 1}, got {bad}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 2.8))
+    for d in dims:
+        ax.plot(pe[:, d], label=f"dim {d} ({'sin' if d % 2 == 0 else 'cos'})")
+    for p in mark:
+        ax.axvline(p, color="grey", ls=":", lw=1)
+    ax.set_xlabel("position")
+    ax.set_ylim(-1.15, 1.15)
+    ax.legend(loc="upper right", fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def cost_curves(
+    lengths: Sequence[int],
+    series: Mapping[str, Sequence[float]],
+    ax: plt.Axes | None = None,
+    ylabel: str = "seconds",
+    title: str | None = None,
+) -> plt.Axes:
+    """Log-log curves of a cost (time, bytes) against sequence length, one per name.
+
+    A dotted grey line of slope 2 shows what quadratic growth looks like.
+    """
+    n = np.asarray(lengths, dtype=float)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 3.4))
+    first = None
+    for name, values in series.items():
+        v = np.asarray(values, dtype=float)
+        if v.shape != n.shape:
+            raise ValueError(f"series[{name!r}]: expected {len(n)} values (one per length), got {len(v)}")
+        ax.plot(n, v, marker="o", label=name)
+        first = v if first is None else first
+    if first is not None:
+        ax.plot(n, first[-1] * (n / n[-1]) ** 2, ":", color="grey", label="~ T² (for reference)")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length T")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    return ax
