@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.notebook_runner import ROOT, headings, run_notebook
+from tools.notebook_runner import ROOT, headings, run_notebook
 
 LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if p.is_dir() and not p.name.startswith("."))
 SOLUTIONS = sorted((ROOT / "solutions").glob("*/*.ipynb"))

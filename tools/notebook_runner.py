@@ -9,7 +9,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent  # the course folder
 FRAMEWORK_MODULES = ("torch", "tensorflow", "keras")
 _PROBE = (
     "import sys as _s, json as _j\n"
@@ -23,22 +23,22 @@ def run_notebook(
     timeout: int = 600,
     record_file: Path | None = None,
     inline_plots: bool = False,
+    pin_threads: bool = True,
 ) -> dict:
     """Execute a notebook in its own folder; return the frameworks it imported and the seconds taken.
 
-    Threads are pinned to one per kernel: on 2 cores, kernels running side by
-    side with default thread counts were several times slower.
+    ``pin_threads`` gives each kernel one thread: on 2 cores, kernels running
+    side by side with default thread counts were several times slower.
     """
     nb = nbformat.read(path, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(_PROBE))
     env = {
         "COURSE_PROFILE": profile,
-        "COURSE_THREADS": "1",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
         "MPLBACKEND": "module://matplotlib_inline.backend_inline" if inline_plots else "Agg",
         "TQDM_DISABLE": "1",
     }
+    if pin_threads:
+        env.update(COURSE_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     if record_file is not None:
         env["COURSE_RECORD_FILE"] = str(record_file)
     saved = {k: os.environ.get(k) for k in env}
