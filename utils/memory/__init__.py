@@ -1,0 +1,18 @@
+"""Memory networks: End-To-End Memory Networks (MemN2N) and content-based addressing.
+
+Three twins share one public API (a test compares their names and signatures):
+
+* ``utils.memory.numpy_ref``: the NumPy reference of the forward pass.
+* ``utils.memory.torch_impl``: PyTorch, with the trainable ``MemN2N`` module.
+* ``utils.memory.keras_impl``: Keras 3 (``keras.ops``), with the ``MemN2N`` layer.
+
+Shape letters: B batch, M memory slots (sentences; slot 0 is the newest),
+J words per sentence, V vocabulary, D embedding width, K hops, N memory rows
+of a Neural Turing Machine memory, W their width.
+
+Weights of a MemN2N with adjacent tying: ``embeddings`` (K+1, V, D) and
+``temporal`` (K+1, M, D). Hop k (1-based) uses A^k = embeddings[k-1] for the
+input memory and C^k = embeddings[k] for the output memory; the question
+embedding is B = embeddings[0] (= A^1) and the answer matrix is W^T =
+embeddings[K] (= C^K). The temporal matrices are tied the same way.
+"""

@@ -1,0 +1,75 @@
+"""Argument checks shared by the memory twins (they read only ``.shape`` and ``.dtype``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from utils.attention._checks import shape_of
+
+__all__ = ["shape_of", "check_ids", "check_encoding", "check_hop", "check_model_weights", "check_content"]
+
+
+def check_ids(name: str, x: Any, rank: int, layout: str) -> tuple:
+    """Integer word ids of a given rank."""
+    shape = shape_of(x)
+    if len(shape) != rank:
+        raise ValueError(f"{name}: expected word ids {layout}, got shape {shape}")
+    if "int" not in str(getattr(x, "dtype", "")):
+        raise ValueError(f"{name}: expected integer word ids {layout}, got dtype {getattr(x, 'dtype', None)}")
+    return shape
+
+
+def check_encoding(words_shape: tuple, embedding: Any, encoding: Any) -> None:
+    e = shape_of(embedding)
+    if len(e) != 2:
+        raise ValueError(f"embedding: expected (V, D), got shape {e}")
+    if encoding is not None:
+        p = shape_of(encoding)
+        if p != (words_shape[-1], e[1]):
+            raise ValueError(f"encoding: expected (J, D) = ({words_shape[-1]}, {e[1]}), got shape {p}")
+
+
+def check_hop(u: Any, memory_in: Any, memory_out: Any, mask: Any) -> None:
+    us, mi, mo = shape_of(u), shape_of(memory_in), shape_of(memory_out)
+    if len(us) != 2:
+        raise ValueError(f"u: expected the controller state (B, D), got shape {us}")
+    if len(mi) != 3 or mi[0] != us[0] or mi[2] != us[1]:
+        raise ValueError(f"memory_in: expected (B, M, D) = ({us[0]}, M, {us[1]}), got shape {mi}")
+    if mo != mi:
+        raise ValueError(f"memory_out: expected (B, M, D) = {mi} like memory_in, got shape {mo}")
+    if mask is not None:
+        ms = shape_of(mask)
+        if ms != mi[:2]:
+            raise ValueError(f"mask: expected a boolean keep-mask (B, M) = {mi[:2]}, got shape {ms}")
+        if "bool" not in str(getattr(mask, "dtype", "")):
+            raise ValueError(f"mask: expected a boolean keep-mask (True = may attend), got dtype {mask.dtype}")
+
+
+def check_model_weights(stories: Any, queries: Any, embeddings: Any, temporal: Any) -> tuple:
+    s = check_ids("stories", stories, 3, "(B, M, J)")
+    q = check_ids("queries", queries, 2, "(B, J)")
+    if q[0] != s[0]:
+        raise ValueError(f"queries: expected (B, J) with B={s[0]} like stories {s}, got {q}")
+    e = shape_of(embeddings)
+    if len(e) != 3 or e[0] < 2:
+        raise ValueError(f"embeddings: expected (K+1, V, D) with K >= 1 hops, got shape {e}")
+    if temporal is not None:
+        t = shape_of(temporal)
+        if len(t) != 3 or t[0] != e[0] or t[2] != e[2] or (s[1] is not None and t[1] < s[1]):
+            raise ValueError(
+                f"temporal: expected (K+1, M, D) = ({e[0]}, >={s[1]}, {e[2]}) for stories {s}, got shape {t}"
+            )
+    return s, q, e
+
+
+def check_content(memory: Any, key: Any, strength: Any) -> None:
+    m, k = shape_of(memory), shape_of(key)
+    if len(m) != 3:
+        raise ValueError(f"memory: expected (B, N, W), got shape {m}")
+    if k != (m[0], m[2]):
+        raise ValueError(f"key: expected (B, W) = ({m[0]}, {m[2]}), got shape {k}")
+    if hasattr(strength, "shape"):
+        st = shape_of(strength)
+        if st not in ((), (m[0],)):
+            raise ValueError(f"strength: expected a number or (B,) = ({m[0]},), got shape {st}")
+    elif not isinstance(strength, (int, float)):
+        raise ValueError(f"strength: expected a number or (B,) array, got {type(strength).__name__}")

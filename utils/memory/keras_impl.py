@@ -1,0 +1,283 @@
+"""Keras 3 twin of the memory-network code (same names and signatures as torch_impl).
+
+Written with ``keras.ops`` and run on the TensorFlow backend in the course.
+Shapes: B batch, M memory slots (slot 0 = newest sentence), J words per
+sentence, V vocabulary, D embedding width, K hops; N memory rows and W their
+width for the content read. Word id 0 is padding and contributes nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from utils.runtime import prepare_tensorflow_env
+
+prepare_tensorflow_env()
+
+import keras  # noqa: E402
+from keras import ops  # noqa: E402
+
+from utils.attention.keras_impl import masked_softmax  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from . import _checks  # noqa: E402
+from ._training import TrainConfig, batches, history_template, lr_at, switch_off_linear, trim  # noqa: E402
+
+__all__ = [
+    "position_encoding",
+    "embed_sentences",
+    "memory_hop",
+    "memn2n_forward",
+    "content_addressing",
+    "content_read",
+    "MemN2N",
+    "train_memn2n",
+    "predict_memn2n",
+]
+
+Tensor = Any  # a Keras / TensorFlow tensor, or anything ops.convert_to_tensor takes
+
+
+def position_encoding(sentence_len: int, embed_dim: int) -> Tensor:
+    """The paper's position encoding l_kj = (1 - j/J) - (k/D)(1 - 2j/J), 1-based j, k.
+
+    Shapes: -> (J, D).
+    """
+    if int(sentence_len) < 1 or int(embed_dim) < 1:
+        raise ValueError(f"sentence_len, embed_dim: expected positive ints, got {sentence_len}, {embed_dim}")
+    J, D = int(sentence_len), int(embed_dim)
+    j = ops.expand_dims(ops.arange(1, J + 1, dtype="float64"), 1)  # (J, 1)
+    k = ops.expand_dims(ops.arange(1, D + 1, dtype="float64"), 0)  # (1, D)
+    return ops.cast((1 - j / J) - (k / D) * (1 - 2 * j / J), "float32")  # (J, D)
+
+
+_pe_matrix = position_encoding  # memn2n_forward has an argument of the same name
+
+
+def embed_sentences(words: Tensor, embedding: Tensor, encoding: Tensor | None = None) -> Tensor:
+    """Sum of word embeddings per sentence, each weighted by ``encoding`` (or 1: bag of words).
+
+    Shapes: words (..., J) int, embedding (V, D), encoding (J, D) or None -> (..., D).
+    """
+    _checks.check_encoding(_checks.shape_of(words), embedding, encoding)
+    vectors = ops.take(embedding, words, axis=0)  # (..., J, D)
+    vectors = vectors * ops.expand_dims(ops.cast(ops.not_equal(words, 0), vectors.dtype), -1)  # padding adds nothing
+    if encoding is not None:
+        vectors = vectors * encoding
+    return ops.sum(vectors, axis=-2)  # (..., D)
+
+
+def memory_hop(
+    u: Tensor, memory_in: Tensor, memory_out: Tensor, mask: Tensor | None = None, linear: bool = False
+) -> tuple[Tensor, Tensor]:
+    """One hop: p = softmax(m_i . u) over the memories, o = sum_i p_i c_i.
+
+    ``linear=True`` drops the softmax (p = m_i . u): the linear-start phase.
+    Shapes: u (B, D), memory_in (B, M, D), memory_out (B, M, D), mask (B, M)
+    -> o (B, D), p (B, M).
+    """
+    _checks.check_hop(u, memory_in, memory_out, mask)
+    scores = ops.einsum("bmd,bd->bm", memory_in, u)  # (B, M)
+    if linear:
+        p = scores if mask is None else scores * ops.cast(mask, scores.dtype)
+    else:
+        p = masked_softmax(scores, mask)
+    o = ops.einsum("bm,bmd->bd", p, memory_out)  # (B, D)
+    return o, p
+
+
+def memn2n_forward(
+    stories: Tensor,
+    queries: Tensor,
+    embeddings: Tensor,
+    temporal: Tensor | None = None,
+    position_encoding: bool = True,
+    linear: bool = False,
+) -> tuple[Tensor, Tensor]:
+    """MemN2N with adjacent weight tying: K = len(embeddings) - 1 hops.
+
+    u^1 = B q; for k = 1..K: m_i = A^k x_i + T_A^k(i), c_i = C^k x_i + T_C^k(i),
+    (o^k, p^k) = hop(u^k, m, c), u^{k+1} = u^k + o^k; logits = u^{K+1} W^T.
+    Shapes: stories (B, M, J) int, queries (B, J) int, embeddings (K+1, V, D),
+    temporal (K+1, >=M, D) or None -> logits (B, V), attention (B, K, M).
+    """
+    s, q, e = _checks.check_model_weights(stories, queries, embeddings, temporal)
+    M = s[1] if s[1] is not None else ops.shape(stories)[1]  # dynamic inside a traced training step
+    pe_story = _pe_matrix(s[2], e[2]) if position_encoding else None
+    pe_query = _pe_matrix(q[1], e[2]) if position_encoding else None
+    mask = ops.any(ops.not_equal(stories, 0), axis=-1)  # (B, M) slots that hold a sentence
+    u = embed_sentences(queries, embeddings[0], pe_query)  # (B, D)
+    memories = [embed_sentences(stories, embeddings[k], pe_story) for k in range(e[0])]  # K+1 x (B, M, D)
+    if temporal is not None:
+        memories = [m + temporal[k][:M] for k, m in enumerate(memories)]
+    attention = []
+    for hop in range(e[0] - 1):
+        o, p = memory_hop(u, memories[hop], memories[hop + 1], mask, linear)
+        u = u + o  # the controller update u^{k+1} = u^k + o^k
+        attention.append(p)
+    logits = ops.matmul(u, ops.transpose(embeddings[-1]))  # (B, V)
+    return logits, ops.stack(attention, axis=1)  # (B, K, M)
+
+
+def content_addressing(memory: Tensor, key: Tensor, strength: float | Tensor = 1.0) -> Tensor:
+    """NTM/DNC content weights: softmax over rows of strength * cosine(key, row).
+
+    Shapes: memory (B, N, W), key (B, W), strength number or (B,) -> weights (B, N).
+    """
+    _checks.check_content(memory, key, strength)
+    memory, key = ops.convert_to_tensor(memory), ops.convert_to_tensor(key)
+    dots = ops.einsum("bnw,bw->bn", memory, key)  # (B, N)
+    norms = ops.norm(memory, axis=-1) * ops.expand_dims(ops.norm(key, axis=-1), -1)  # (B, N)
+    cosine = dots / ops.maximum(norms, 1e-8)
+    beta = ops.reshape(ops.cast(strength, cosine.dtype), (-1, 1))  # (B or 1, 1)
+    return masked_softmax(beta * cosine)
+
+
+def content_read(memory: Tensor, key: Tensor, strength: float | Tensor = 1.0) -> tuple[Tensor, Tensor]:
+    """The read head of an NTM/DNC addressing by content: r = sum_i w_i M_i.
+
+    Shapes: memory (B, N, W), key (B, W), strength number or (B,)
+    -> read (B, W), weights (B, N).
+    """
+    weights = content_addressing(memory, key, strength)  # (B, N)
+    return ops.einsum("bn,bnw->bw", weights, ops.convert_to_tensor(memory)), weights
+
+
+class MemN2N(keras.layers.Layer):
+    """End-To-End Memory Network with adjacent weight tying, PE and TE.
+
+    Weights: ``embeddings`` (K+1, V, D) and, with temporal encoding,
+    ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper.
+    Shapes: call(stories (B, M, J) int, queries (B, J) int, linear)
+    -> logits (B, V), attention (B, K, M).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        memory_size: int,
+        hops: int = 3,
+        position_encoding: bool = True,
+        temporal_encoding: bool = True,
+        init_std: float = 0.1,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
+                            ("memory_size", memory_size), ("hops", hops)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive int, got {value!r}")
+        self.config = dict(vocab_size=vocab_size, embed_dim=embed_dim, memory_size=memory_size, hops=hops,
+                           position_encoding=position_encoding, temporal_encoding=temporal_encoding,
+                           init_std=init_std)
+        self.hops, self.memory_size, self.use_pe = hops, memory_size, position_encoding
+        init = keras.initializers.RandomNormal(stddev=init_std)
+        self.embeddings = self.add_weight(shape=(hops + 1, vocab_size, embed_dim), initializer=init, name="embeddings")
+        self.temporal = (
+            self.add_weight(shape=(hops + 1, memory_size, embed_dim), initializer=init, name="temporal")
+            if temporal_encoding else None
+        )
+
+    def call(self, stories: Tensor, queries: Tensor, linear: bool = False) -> tuple[Tensor, Tensor]:
+        M = _checks.shape_of(stories)[1]
+        if M is not None and M > self.memory_size:
+            raise ValueError(f"stories: expected (B, M, J) with M <= {self.memory_size}, got {_checks.shape_of(stories)}")
+        return memn2n_forward(stories, queries, self.embeddings, self.temporal, self.use_pe, linear)
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), **self.config}
+
+
+def train_memn2n(
+    model: MemN2N,
+    train: dict[str, np.ndarray],
+    valid: dict[str, np.ndarray],
+    config: TrainConfig | None = None,
+    progress: bool = False,
+) -> dict[str, list]:
+    """Train on the paper's schedule: linear start, random time noise, lr halving.
+
+    ``train`` and ``valid`` are :func:`utils.data.babi.vectorize` outputs. Returns
+    the history (train loss, valid loss, valid error, linear phase per epoch) and
+    leaves the model at the weights of the epoch with the lowest validation error.
+    Shapes: stories (N, M, J), queries (N, J), answers (N,).
+    """
+    import tensorflow as tf
+
+    cfg = config or TrainConfig()
+    rng = np.random.default_rng(cfg.seed)
+    variables = model.trainable_variables
+    if cfg.optimizer not in ("sgd", "adam"):
+        raise ValueError(f"config.optimizer: expected 'sgd' or 'adam', got {cfg.optimizer!r}")
+    opt = (
+        keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=1e-8, global_clipnorm=cfg.clip_norm)
+        if cfg.optimizer == "adam"
+        else keras.optimizers.SGD(learning_rate=cfg.lr, global_clipnorm=cfg.clip_norm)
+    )
+    opt.build(variables)
+    J = train["queries"].shape[1]
+    spec = (tf.TensorSpec([None, None, J], tf.int64), tf.TensorSpec([None, J], tf.int64), tf.TensorSpec([None], tf.int64))
+
+    def make_step(linear: bool):
+        @tf.function(input_signature=spec)
+        def step(s, q, a):
+            with tf.GradientTape() as tape:
+                logits, _ = model(s, q, linear=linear)
+                # summed over the batch, as in the paper (the norm-40 clipping is tuned to it)
+                loss = ops.sum(keras.losses.sparse_categorical_crossentropy(a, logits, from_logits=True))
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        @tf.function(input_signature=spec)
+        def evaluate(s, q, a):
+            logits, _ = model(s, q, linear=linear)
+            loss = ops.mean(keras.losses.sparse_categorical_crossentropy(a, logits, from_logits=True))
+            return loss, ops.mean(ops.cast(ops.not_equal(ops.argmax(logits, -1), a), "float32"))
+
+        return step, evaluate
+
+    steps = {True: make_step(True), False: make_step(False)}
+    history = history_template()
+    linear = cfg.linear_start
+    best = (float("inf"), None)
+    valid = trim(valid)
+    vs, vq, va = (ops.convert_to_tensor(valid[k]) for k in ("stories", "queries", "answers"))
+    epochs = range(cfg.epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        epochs = tqdm(epochs, desc="MemN2N", leave=False)
+    for epoch in epochs:
+        opt.learning_rate.assign(lr_at(cfg, epoch, linear))
+        step, evaluate = steps[linear]
+        total, count = 0.0, 0
+        for s, q, a in batches(train, cfg, rng):
+            loss = step(s, q, a)
+            total, count = total + float(loss), count + len(a)
+        v_loss, v_err = (float(x) for x in evaluate(vs, vq, va))
+        history["train loss"].append(total / max(count, 1))
+        history["valid loss"].append(v_loss)
+        history["valid error"].append(v_err)
+        history["linear"].append(linear)
+        if not linear and v_err < best[0]:
+            best = (v_err, [v.numpy() for v in model.weights])
+        linear = linear and not switch_off_linear(history, cfg)
+    if best[1] is not None:
+        for var, value in zip(model.weights, best[1]):
+            var.assign(value)
+    return history
+
+
+def predict_memn2n(model: MemN2N, data: dict[str, np.ndarray], batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted answer ids and the hop attention, as NumPy arrays.
+
+    Shapes: data stories (N, M, J), queries (N, J) -> answers (N,), attention (N, K, M).
+    """
+    data = trim(data)
+    preds, attn = [], []
+    for i in range(0, len(data["queries"]), batch_size):
+        logits, p = model(data["stories"][i : i + batch_size], data["queries"][i : i + batch_size])
+        preds.append(np.asarray(ops.convert_to_numpy(ops.argmax(logits, -1))))
+        attn.append(np.asarray(ops.convert_to_numpy(p)))
+    return np.concatenate(preds), np.concatenate(attn)

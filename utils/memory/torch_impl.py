@@ -1,0 +1,265 @@
+"""PyTorch twin of the memory-network code (same names and signatures as keras_impl).
+
+Shapes: B batch, M memory slots (slot 0 = newest sentence), J words per
+sentence, V vocabulary, D embedding width, K hops; N memory rows and W their
+width for the content read. Word id 0 is padding and contributes nothing.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from utils.attention.torch_impl import masked_softmax
+
+from . import _checks
+from ._training import TrainConfig, batches, trim, history_template, lr_at, switch_off_linear
+
+__all__ = [
+    "position_encoding",
+    "embed_sentences",
+    "memory_hop",
+    "memn2n_forward",
+    "content_addressing",
+    "content_read",
+    "MemN2N",
+    "train_memn2n",
+    "predict_memn2n",
+]
+
+
+def position_encoding(sentence_len: int, embed_dim: int) -> torch.Tensor:
+    """The paper's position encoding l_kj = (1 - j/J) - (k/D)(1 - 2j/J), 1-based j, k.
+
+    Shapes: -> (J, D).
+    """
+    if int(sentence_len) < 1 or int(embed_dim) < 1:
+        raise ValueError(f"sentence_len, embed_dim: expected positive ints, got {sentence_len}, {embed_dim}")
+    J, D = int(sentence_len), int(embed_dim)
+    j = torch.arange(1, J + 1, dtype=torch.float64).unsqueeze(1)  # (J, 1)
+    k = torch.arange(1, D + 1, dtype=torch.float64).unsqueeze(0)  # (1, D)
+    return ((1 - j / J) - (k / D) * (1 - 2 * j / J)).float()  # (J, D)
+
+
+_pe_matrix = position_encoding  # memn2n_forward has an argument of the same name
+
+
+def embed_sentences(
+    words: torch.Tensor, embedding: torch.Tensor, encoding: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Sum of word embeddings per sentence, each weighted by ``encoding`` (or 1: bag of words).
+
+    Shapes: words (..., J) int, embedding (V, D), encoding (J, D) or None -> (..., D).
+    """
+    _checks.check_encoding(_checks.shape_of(words), embedding, encoding)
+    vectors = embedding[words]  # (..., J, D)
+    vectors = vectors * (words != 0).unsqueeze(-1).to(vectors.dtype)  # padding adds nothing
+    if encoding is not None:
+        vectors = vectors * encoding.to(vectors.device)
+    return vectors.sum(dim=-2)  # (..., D)
+
+
+def memory_hop(
+    u: torch.Tensor,
+    memory_in: torch.Tensor,
+    memory_out: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    linear: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One hop: p = softmax(m_i . u) over the memories, o = sum_i p_i c_i.
+
+    ``linear=True`` drops the softmax (p = m_i . u): the linear-start phase.
+    Shapes: u (B, D), memory_in (B, M, D), memory_out (B, M, D), mask (B, M)
+    -> o (B, D), p (B, M).
+    """
+    _checks.check_hop(u, memory_in, memory_out, mask)
+    scores = torch.einsum("bmd,bd->bm", memory_in, u)  # (B, M)
+    if linear:
+        p = scores if mask is None else scores * mask.to(scores.dtype)
+    else:
+        p = masked_softmax(scores, mask)
+    o = torch.einsum("bm,bmd->bd", p, memory_out)  # (B, D)
+    return o, p
+
+
+def memn2n_forward(
+    stories: torch.Tensor,
+    queries: torch.Tensor,
+    embeddings: torch.Tensor,
+    temporal: torch.Tensor | None = None,
+    position_encoding: bool = True,
+    linear: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """MemN2N with adjacent weight tying: K = len(embeddings) - 1 hops.
+
+    u^1 = B q; for k = 1..K: m_i = A^k x_i + T_A^k(i), c_i = C^k x_i + T_C^k(i),
+    (o^k, p^k) = hop(u^k, m, c), u^{k+1} = u^k + o^k; logits = u^{K+1} W^T.
+    Shapes: stories (B, M, J) int, queries (B, J) int, embeddings (K+1, V, D),
+    temporal (K+1, >=M, D) or None -> logits (B, V), attention (B, K, M).
+    """
+    s, q, e = _checks.check_model_weights(stories, queries, embeddings, temporal)
+    M = s[1]
+    pe_story = _pe_matrix(s[2], e[2]).to(embeddings.device) if position_encoding else None
+    pe_query = _pe_matrix(q[1], e[2]).to(embeddings.device) if position_encoding else None
+    mask = (stories != 0).any(dim=-1)  # (B, M) slots that hold a sentence
+    u = embed_sentences(queries, embeddings[0], pe_query)  # (B, D)
+    # all K+1 memory embeddings in one gather: (K+1, B, M, D)
+    memories = torch.stack([embed_sentences(stories, embeddings[k], pe_story) for k in range(e[0])])
+    if temporal is not None:
+        memories = memories + temporal[:, None, :M]  # (K+1, B, M, D)
+    attention = []
+    for hop in range(e[0] - 1):
+        o, p = memory_hop(u, memories[hop], memories[hop + 1], mask, linear)
+        u = u + o  # the controller update u^{k+1} = u^k + o^k
+        attention.append(p)
+    logits = u @ embeddings[-1].T  # (B, V)
+    return logits, torch.stack(attention, dim=1)  # (B, K, M)
+
+
+def content_addressing(
+    memory: torch.Tensor, key: torch.Tensor, strength: float | torch.Tensor = 1.0
+) -> torch.Tensor:
+    """NTM/DNC content weights: softmax over rows of strength * cosine(key, row).
+
+    Shapes: memory (B, N, W), key (B, W), strength number or (B,) -> weights (B, N).
+    """
+    _checks.check_content(memory, key, strength)
+    dots = torch.einsum("bnw,bw->bn", memory, key)  # (B, N)
+    norms = memory.norm(dim=-1) * key.norm(dim=-1).unsqueeze(-1)  # (B, N)
+    cosine = dots / norms.clamp_min(1e-8)
+    beta = torch.as_tensor(strength, dtype=cosine.dtype, device=cosine.device).reshape(-1, 1)  # (B or 1, 1)
+    return masked_softmax(beta * cosine)
+
+
+def content_read(
+    memory: torch.Tensor, key: torch.Tensor, strength: float | torch.Tensor = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The read head of an NTM/DNC addressing by content: r = sum_i w_i M_i.
+
+    Shapes: memory (B, N, W), key (B, W), strength number or (B,)
+    -> read (B, W), weights (B, N).
+    """
+    weights = content_addressing(memory, key, strength)  # (B, N)
+    return torch.einsum("bn,bnw->bw", weights, memory), weights
+
+
+class MemN2N(nn.Module):
+    """End-To-End Memory Network with adjacent weight tying, PE and TE.
+
+    Weights: ``embeddings`` (K+1, V, D) and, with temporal encoding,
+    ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper.
+    Shapes: forward(stories (B, M, J) int, queries (B, J) int, linear)
+    -> logits (B, V), attention (B, K, M).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        embed_dim: int,
+        memory_size: int,
+        hops: int = 3,
+        position_encoding: bool = True,
+        temporal_encoding: bool = True,
+        init_std: float = 0.1,
+    ) -> None:
+        super().__init__()
+        for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
+                            ("memory_size", memory_size), ("hops", hops)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}: expected a positive int, got {value!r}")
+        self.hops, self.memory_size, self.use_pe = hops, memory_size, position_encoding
+        self.embeddings = nn.Parameter(torch.randn(hops + 1, vocab_size, embed_dim) * init_std)
+        self.temporal = (
+            nn.Parameter(torch.randn(hops + 1, memory_size, embed_dim) * init_std) if temporal_encoding else None
+        )
+
+    def forward(
+        self, stories: torch.Tensor, queries: torch.Tensor, linear: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if stories.shape[1] > self.memory_size:
+            raise ValueError(f"stories: expected (B, M, J) with M <= {self.memory_size}, got {tuple(stories.shape)}")
+        return memn2n_forward(stories, queries, self.embeddings, self.temporal, self.use_pe, linear)
+
+
+def train_memn2n(
+    model: MemN2N,
+    train: dict[str, np.ndarray],
+    valid: dict[str, np.ndarray],
+    config: TrainConfig | None = None,
+    progress: bool = False,
+) -> dict[str, list]:
+    """Train on the paper's schedule: linear start, random time noise, lr halving.
+
+    ``train`` and ``valid`` are :func:`utils.data.babi.vectorize` outputs. Returns
+    the history (train loss, valid loss, valid error, linear phase per epoch) and
+    leaves the model at the weights of the epoch with the lowest validation error.
+    Shapes: stories (N, M, J), queries (N, J), answers (N,).
+    """
+    cfg = config or TrainConfig()
+    rng = np.random.default_rng(cfg.seed)
+    dev = next(model.parameters()).device
+    if cfg.optimizer not in ("sgd", "adam"):
+        raise ValueError(f"config.optimizer: expected 'sgd' or 'adam', got {cfg.optimizer!r}")
+    opt = (torch.optim.SGD if cfg.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=cfg.lr)
+    history = history_template()
+    linear = cfg.linear_start
+    best = (float("inf"), None)
+    epochs = range(cfg.epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        epochs = tqdm(epochs, desc="MemN2N", leave=False)
+    valid = trim(valid)
+    vs = torch.as_tensor(valid["stories"], device=dev)
+    vq = torch.as_tensor(valid["queries"], device=dev)
+    va = torch.as_tensor(valid["answers"], device=dev)
+    for epoch in epochs:
+        for group in opt.param_groups:
+            group["lr"] = lr_at(cfg, epoch, linear)
+        model.train()
+        total, count = 0.0, 0
+        for s, q, a in batches(train, cfg, rng):
+            s, q, a = (torch.as_tensor(x, device=dev) for x in (s, q, a))
+            logits, _ = model(s, q, linear=linear)
+            loss = nn.functional.cross_entropy(logits, a, reduction="sum")  # summed, as in the paper
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            opt.step()
+            total, count = total + loss.item(), count + len(a)
+        model.eval()
+        with torch.no_grad():
+            logits, _ = model(vs, vq, linear=linear)
+            v_loss = float(nn.functional.cross_entropy(logits, va))
+            v_err = float((logits.argmax(-1) != va).float().mean())
+        history["train loss"].append(total / max(count, 1))
+        history["valid loss"].append(v_loss)
+        history["valid error"].append(v_err)
+        history["linear"].append(linear)
+        if not linear and v_err < best[0]:
+            best = (v_err, {k: v.detach().clone() for k, v in model.state_dict().items()})
+        linear = linear and not switch_off_linear(history, cfg)
+    if best[1] is not None:
+        model.load_state_dict(best[1])
+    return history
+
+
+def predict_memn2n(model: MemN2N, data: dict[str, np.ndarray], batch_size: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Predicted answer ids and the hop attention, as NumPy arrays.
+
+    Shapes: data stories (N, M, J), queries (N, J) -> answers (N,), attention (N, K, M).
+    """
+    dev = next(model.parameters()).device
+    data = trim(data)
+    model.eval()
+    preds, attn = [], []
+    with torch.no_grad():
+        for i in range(0, len(data["queries"]), batch_size):
+            s = torch.as_tensor(data["stories"][i : i + batch_size], device=dev)
+            q = torch.as_tensor(data["queries"][i : i + batch_size], device=dev)
+            logits, p = model(s, q)
+            preds.append(logits.argmax(-1).cpu().numpy())
+            attn.append(p.cpu().numpy())
+    return np.concatenate(preds), np.concatenate(attn)
