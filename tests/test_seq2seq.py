@@ -1,0 +1,186 @@
+"""utils.seq2seq: the two twins agree number for number, attention behaves, errors are clear."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from utils.attention import numpy_ref
+from utils.seq2seq import keras_impl as K
+from utils.seq2seq import metrics
+from utils.seq2seq import torch_impl as T
+
+torch.set_num_threads(1)
+
+
+def _gru_to_keras(cell, w_ih, w_hh, b_ih, b_hh) -> None:
+    """torch GRU weights (gates r, z, n as rows) into a Keras GRUCell (gates z, r, h as columns)."""
+    def reorder(a: np.ndarray) -> np.ndarray:
+        r, z, n = np.split(a, 3, axis=0)
+        return np.concatenate([z, r, n], axis=0)
+
+    cell.kernel.assign(reorder(w_ih).T)
+    cell.recurrent_kernel.assign(reorder(w_hh).T)
+    cell.bias.assign(np.stack([reorder(b_ih), reorder(b_hh)]))
+
+
+def copy_torch_to_keras(tm: T.Seq2Seq, km: K.Seq2Seq) -> None:
+    p = {k: v.detach().numpy() for k, v in tm.state_dict().items()}
+    gru = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    km.encoder.embedding.embeddings.assign(p["encoder.embedding.weight"])
+    _gru_to_keras(km.encoder.rnn.forward_layer.cell, *(p[f"encoder.rnn.{n}_l0"] for n in gru))
+    _gru_to_keras(km.encoder.rnn.backward_layer.cell, *(p[f"encoder.rnn.{n}_l0_reverse"] for n in gru))
+    d = km.decoder
+    d.embedding.embeddings.assign(p["decoder.embedding.weight"])
+    d.init.kernel.assign(p["decoder.init.weight"].T)
+    d.init.bias.assign(p["decoder.init.bias"])
+    _gru_to_keras(d.cell, *(p[f"decoder.cell.{n}"] for n in gru))
+    d.out.kernel.assign(p["decoder.out.weight"].T)
+    d.out.bias.assign(p["decoder.out.bias"])
+    if tm.attention_kind == "additive":
+        for n in ("W_q", "W_k", "w_v"):
+            getattr(d.attention.additive, n).assign(p[f"decoder.attention.additive.{n}"])
+    elif tm.attention_kind == "general":
+        d.attention.W.assign(p["decoder.attention.W"])
+
+
+def _batch(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    src = rng.integers(4, 13, size=(4, 7))
+    src[0, 5:] = 0  # padded sources of different lengths
+    src[2, 2:] = 0
+    tgt_in = rng.integers(1, 9, size=(4, 5))
+    return src, tgt_in
+
+
+def _pair(kind: str) -> tuple[T.Seq2Seq, K.Seq2Seq]:
+    torch.manual_seed(0)
+    tm = T.Seq2Seq(13, 9, 8, 6, kind, 5).eval()
+    km = K.Seq2Seq(13, 9, 8, 6, kind, 5)
+    src, tgt_in = _batch()
+    km(src, tgt_in)  # build
+    copy_torch_to_keras(tm, km)
+    return tm, km
+
+
+@pytest.mark.parametrize("kind", T.SCORES)
+def test_twins_give_the_same_logits_weights_and_decodes(kind: str) -> None:
+    tm, km = _pair(kind)
+    src, tgt_in = _batch()
+    t_logits, t_w = tm(torch.as_tensor(src), torch.as_tensor(tgt_in))
+    k_logits, k_w = km(src, tgt_in)
+    diff = np.abs(t_logits.detach().numpy() - np.asarray(k_logits)).max()
+    assert diff < 1e-5, f"{kind}: logits differ by {diff:.2g}"
+    assert (t_w is None) == (k_w is None) == (kind == "none")
+    if t_w is not None:
+        assert np.abs(t_w.detach().numpy() - np.asarray(k_w)).max() < 1e-5
+    t_tok, t_dw = T.greedy_decode(tm, src, 6)
+    k_tok, k_dw = K.greedy_decode(km, src, 6)
+    assert t_tok.shape == k_tok.shape == (4, 6) and (t_tok == k_tok).all()
+    if t_dw is not None:
+        assert t_dw.shape == (4, 6, 7) and np.abs(t_dw - k_dw).max() < 1e-5
+    assert float(T.sequence_loss(t_logits.detach(), torch.as_tensor(tgt_in))) == pytest.approx(
+        float(K.sequence_loss(k_logits, tgt_in)), abs=1e-5
+    )
+
+
+def test_padding_changes_nothing_and_gets_no_attention() -> None:
+    """A source padded with extra zeros encodes and decodes exactly as without them."""
+    tm, _ = _pair("additive")
+    src, tgt_in = _batch()
+    wider = np.concatenate([src, np.zeros((4, 3), dtype=src.dtype)], axis=1)
+    a, wa = tm(torch.as_tensor(src), torch.as_tensor(tgt_in))
+    b, wb = tm(torch.as_tensor(wider), torch.as_tensor(tgt_in))
+    assert torch.allclose(a, b, atol=1e-6)
+    assert float(wb[..., 7:].abs().max()) == 0.0
+    assert float(wb[2, :, 2:].abs().max()) == 0.0, "padding of a short source got attention"
+    assert torch.allclose(wa.sum(-1), torch.ones(4, 5), atol=1e-6)
+
+
+def test_additive_step_equals_the_attention_library_function() -> None:
+    """DecoderAttention's hoisted keys give exactly utils.attention's additive attention."""
+    tm, _ = _pair("additive")
+    att = tm.decoder.attention
+    rng = np.random.default_rng(1)
+    query = rng.normal(size=(3, 12)).astype(np.float32)
+    memory = rng.normal(size=(3, 4, 12)).astype(np.float32)
+    mask = np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=bool)
+    ctx, w = att(torch.as_tensor(query), torch.as_tensor(memory), None, torch.as_tensor(mask))
+    p = {k: v.detach().numpy() for k, v in att.additive.named_parameters()}
+    ref_ctx, ref_w = numpy_ref.additive_attention(
+        query[:, None, :], memory, memory, p["W_q"], p["W_k"], p["w_v"], mask[:, None, :]
+    )
+    assert np.abs(w.detach().numpy() - ref_w[:, 0]).max() < 1e-5
+    assert np.abs(ctx.detach().numpy() - ref_ctx[:, 0]).max() < 1e-5
+
+
+def test_no_attention_decoder_ignores_everything_but_the_summary() -> None:
+    """Without attention, changing the encoder outputs (memory) but not the summary changes nothing."""
+    tm, _ = _pair("none")
+    src, tgt_in = _batch()
+    memory, summary, mask = tm.encode(torch.as_tensor(src))
+    a, _ = tm.decoder(torch.as_tensor(tgt_in), memory, summary, mask)
+    b, _ = tm.decoder(torch.as_tensor(tgt_in), torch.randn_like(memory), summary, mask)
+    assert torch.equal(a, b)
+    tm2, _ = _pair("additive")
+    memory, summary, mask = tm2.encode(torch.as_tensor(src))
+    c, _ = tm2.decoder(torch.as_tensor(tgt_in), memory, summary, mask)
+    d, _ = tm2.decoder(torch.as_tensor(tgt_in), torch.randn_like(memory), summary, mask)
+    assert not torch.allclose(c, d), "with attention the decoder must read the memory"
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_bad_input_names_the_argument(impl) -> None:
+    with pytest.raises(ValueError, match="attention"):
+        impl.Seq2Seq(5, 5, attention="bahdanau")
+    with pytest.raises(ValueError, match="d_query"):
+        impl.DecoderAttention("dot", 8, 6, 4)
+    model = impl.Seq2Seq(13, 9, 8, 6)
+    with pytest.raises(ValueError, match=r"src: expected token ids \(B, Ts\)"):
+        model.encode(np.zeros((2, 3, 4), dtype=np.int64))
+    with pytest.raises(ValueError, match="tgt_out"):
+        impl.sequence_loss(np.zeros((2, 3, 9), dtype=np.float32) if impl is K else torch.zeros(2, 3, 9),
+                           np.zeros((2, 4), dtype=np.int64) if impl is K else torch.zeros(2, 4, dtype=torch.long))
+
+
+def test_torch_encoder_rejects_an_empty_source() -> None:
+    model = T.Seq2Seq(13, 9, 8, 6)
+    with pytest.raises(ValueError, match="mask"):
+        model.encode(torch.tensor([[4, 5], [0, 0]]))
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_training_learns_to_copy_reversed_sequences(impl) -> None:
+    """A few hundred steps on a tiny reversal task: the loss must fall and most outputs come right."""
+    rng = np.random.default_rng(0)
+    n, length = 400, 5
+    body = rng.integers(4, 10, size=(n, length))
+    src = body
+    tgt_out = np.concatenate([body[:, ::-1], np.full((n, 1), 2)], axis=1)
+    tgt_in = np.concatenate([np.ones((n, 1), dtype=np.int64), body[:, ::-1]], axis=1)
+    if impl is T:
+        torch.manual_seed(0)
+    else:
+        import keras
+
+        keras.utils.set_random_seed(0)
+    model = impl.Seq2Seq(10, 10, 16, 24, "additive", 16)
+    hist = impl.train_seq2seq(model, src, tgt_in, tgt_out, epochs=10, batch_size=32, lr=1e-2, progress=False)
+    assert hist["loss"][-1] < 0.5 * hist["loss"][0], hist["loss"]
+    tokens, weights = impl.greedy_decode(model, src[:200], length + 1)
+    acc = metrics.exact_match(tokens, tgt_out[:200])
+    assert acc > 0.6, f"exact match {acc:.2f} after training on reversal"
+    # reversal: the first output should look mostly at the last input
+    assert weights[:, 0].argmax(-1).mean() > length - 2
+
+
+def test_metrics() -> None:
+    pred = np.array([[5, 6, 2, 7], [5, 6, 6, 2], [5, 0, 0, 0]])
+    gold = np.array([[5, 6, 2, 0], [5, 6, 2, 0], [5, 2, 0, 0]])
+    assert metrics.exact_match_per_example(pred, gold).tolist() == [True, False, True]
+    assert metrics.exact_match(pred, gold) == pytest.approx(2 / 3)
+    labels, acc, count = metrics.accuracy_by_length([1, 0, 1, 1], [3, 4, 10, 11], [0, 5, 10, 20])
+    assert labels == ["0-4", "5-9", "10-19"] and count.tolist() == [2, 0, 2]
+    assert acc[0] == 0.5 and np.isnan(acc[1]) and acc[2] == 1.0
+    with pytest.raises(ValueError, match="bins"):
+        metrics.accuracy_by_length([1], [1], [5, 2])

@@ -1,0 +1,348 @@
+"""Keras 3 twin of the seq2seq models (same names and signatures as torch_impl).
+
+Written with ``keras.ops`` on the TensorFlow backend; the training step uses
+``tf.GradientTape`` inside a ``tf.function``.
+Shapes: B batch, Ts source length, Tt target length, E embedding width, H
+encoder width per direction, De = 2H, Hd decoder width, A attention width,
+V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token.
+See ``utils/seq2seq/__init__.py`` for the equations.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+
+from utils.runtime import prepare_tensorflow_env
+
+prepare_tensorflow_env()
+
+import keras  # noqa: E402
+from keras import ops  # noqa: E402
+
+from ..attention import _checks  # noqa: E402
+from ..attention import keras_impl as attn  # noqa: E402
+
+__all__ = [
+    "SCORES",
+    "Encoder",
+    "DecoderAttention",
+    "Decoder",
+    "Seq2Seq",
+    "sequence_loss",
+    "train_seq2seq",
+    "greedy_decode",
+]
+
+SCORES = ("additive", "dot", "general", "none")
+Tensor = Any
+
+
+def _check_ids(name: str, ids: Tensor, layout: str = "(B, T)") -> None:
+    shape = _checks.shape_of(ids)
+    if len(shape) != 2:
+        raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
+
+
+def _check_kind(attention: str) -> None:
+    if attention not in SCORES:
+        raise ValueError(f"attention: expected one of {SCORES}, got {attention!r}")
+
+
+class Encoder(keras.layers.Layer):
+    """Embedding and a bidirectional GRU; padding (mask False) is skipped, not read.
+
+    Shapes: call(src (B, Ts) ids, mask (B, Ts) bool) -> outputs (B, Ts, 2H),
+    summary (B, 2H) = [last forward state; last backward state].
+    """
+
+    def __init__(self, vocab_size: int, d_embed: int, d_hidden: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.embedding = keras.layers.Embedding(vocab_size, d_embed, name="embedding")
+        self.rnn = keras.layers.Bidirectional(
+            keras.layers.GRU(d_hidden, return_sequences=True, return_state=True), name="rnn"
+        )
+
+    def call(self, src: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        _check_ids("src", src, "(B, Ts)")
+        if mask is None:
+            mask = ops.ones(ops.shape(src), dtype="bool")
+        x = self.embedding(src)  # (B, Ts, E)
+        out, h_fwd, h_bwd = self.rnn(x, mask=mask)  # (B, Ts, 2H), (B, H), (B, H)
+        # padded steps repeat the last output in Keras; zero them as torch's packing does
+        out = out * ops.expand_dims(ops.cast(mask, out.dtype), -1)  # (B, Ts, 2H)
+        return out, ops.concatenate([h_fwd, h_bwd], axis=-1)  # (B, 2H)
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class DecoderAttention(keras.layers.Layer):
+    """Scores one decoder state against every encoder output and reads a context.
+
+    ``kind``: ``"additive"`` (Bahdanau; its weights are a ``utils.attention``
+    ``AdditiveAttention``), ``"dot"`` (needs d_query == d_key) or ``"general"``.
+    ``project_keys`` does the part that does not depend on the decoder state,
+    once per sentence instead of once per output step.
+
+    Shapes: call(query (B, Dq), memory (B, Ts, De), keys (B, Ts, K) or None,
+    mask (B, Ts) or None) -> context (B, De), weights (B, Ts).
+    """
+
+    def __init__(self, kind: str, d_query: int, d_key: int, d_attn: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if kind not in ("additive", "dot", "general"):
+            raise ValueError(f"kind: expected 'additive', 'dot' or 'general', got {kind!r}")
+        if kind == "dot" and d_query != d_key:
+            raise ValueError(f"d_query: expected d_query == d_key={d_key} for dot scores, got {d_query}")
+        self.kind, self.d_query, self.d_key = kind, d_query, d_key
+        if kind == "additive":
+            self.additive = attn.AdditiveAttention(d_query, d_key, d_attn, name="additive")
+        elif kind == "general":
+            self.W = self.add_weight(shape=(d_key, d_query), initializer="glorot_uniform", name="W")
+
+    def build(self, *args: Any, **kwargs: Any) -> None:  # every weight is made in __init__
+        self.built = True
+
+    def project_keys(self, memory: Tensor) -> Tensor:
+        """The query-independent part of the scores. Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        if self.kind == "additive":
+            return ops.matmul(memory, self.additive.W_k)  # (B, Ts, A)
+        if self.kind == "general":
+            return ops.matmul(memory, self.W)  # (B, Ts, Dq)
+        return memory
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """Scores of one query per sentence against projected keys. Shapes: (B, Dq), (B, Ts, K) -> (B, Ts)."""
+        if self.kind == "additive":
+            # additive_scores(query, memory, W_q, W_k, w_v) with memory @ W_k done in project_keys
+            q = ops.expand_dims(ops.matmul(query, self.additive.W_q), 1)  # (B, 1, A)
+            return ops.tensordot(ops.tanh(q + keys), self.additive.w_v, axes=1)  # (B, Ts)
+        return ops.squeeze(attn.dot_scores(ops.expand_dims(query, 1), keys), 1)  # (B, Ts)
+
+    def call(
+        self,
+        query: Tensor,
+        memory: Tensor,
+        keys: Tensor | None = None,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        q = _checks.check_rank("query", query, 2, "(B, Dq)")
+        m = _checks.check_rank("memory", memory, 3, "(B, Ts, De)")
+        if q[-1] != self.d_query or m[-1] != self.d_key or not (q[0] is None or m[0] is None or q[0] == m[0]):
+            raise ValueError(
+                f"query, memory: expected (B, {self.d_query}) and (B, Ts, {self.d_key}), got {q} and {m}"
+            )
+        if keys is None:
+            keys = self.project_keys(memory)
+        scores = ops.expand_dims(self.scores(query, keys), 1)  # (B, 1, Ts)
+        mask3 = None if mask is None else ops.expand_dims(mask, 1)  # (B, 1, Ts)
+        weights = attn.masked_softmax(scores, mask3)  # (B, 1, Ts)
+        context = ops.squeeze(attn.attend(weights, memory), 1)  # (B, De)
+        return context, ops.squeeze(weights, 1)
+
+
+class Decoder(keras.layers.Layer):
+    """A GRU decoder that reads a context at every step: attended, or one fixed summary.
+
+    Shapes: call(tgt_in (B, Tt), memory (B, Ts, De), summary (B, De), mask (B, Ts))
+    -> logits (B, Tt, V), weights (B, Tt, Ts) or None when ``attention="none"``.
+    """
+
+    def __init__(self, vocab_size: int, d_embed: int, d_hidden: int, d_enc: int,
+                 attention: str = "additive", d_attn: int = 64, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_kind(attention)
+        self.attention_kind = attention
+        self.embedding = keras.layers.Embedding(vocab_size, d_embed, name="embedding")
+        self.init = keras.layers.Dense(d_hidden, name="init")
+        self.attention = (
+            None if attention == "none" else DecoderAttention(attention, d_hidden, d_enc, d_attn, name="attention")
+        )
+        self.cell = keras.layers.GRUCell(d_hidden, name="cell")
+        self.out = keras.layers.Dense(vocab_size, name="out")
+
+    def initial_state(self, summary: Tensor) -> Tensor:
+        """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Hd)."""
+        return ops.tanh(self.init(summary))
+
+    def project_keys(self, memory: Tensor) -> Tensor | None:
+        """Keys for every step of one sentence (None without attention). Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        return None if self.attention is None else self.attention.project_keys(memory)
+
+    def step(
+        self,
+        y_prev: Tensor,
+        state: Tensor,
+        memory: Tensor,
+        keys: Tensor | None,
+        summary: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        """One output token: attend with s_{i-1}, update the GRU, predict.
+
+        Shapes: y_prev (B,) ids, state (B, Hd), memory (B, Ts, De), keys (B, Ts, K),
+        summary (B, De), mask (B, Ts) -> logits (B, V), state (B, Hd), weights (B, Ts) or None.
+        """
+        emb = self.embedding(y_prev)  # (B, E)
+        if self.attention is None:
+            context, weights = summary, None  # the one fixed vector
+        else:
+            context, weights = self.attention(state, memory, keys, mask)  # (B, De), (B, Ts)
+        state, _ = self.cell(ops.concatenate([emb, context], axis=-1), state)  # (B, Hd)
+        logits = self.out(ops.concatenate([state, context, emb], axis=-1))  # (B, V)
+        return logits, state, weights
+
+    def call(
+        self,
+        tgt_in: Tensor,
+        memory: Tensor,
+        summary: Tensor,
+        mask: Tensor | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        _check_ids("tgt_in", tgt_in, "(B, Tt)")
+        state = self.initial_state(summary)
+        keys = self.project_keys(memory)
+        logits, weights = [], []
+        for i in range(_checks.shape_of(tgt_in)[1]):  # teacher forcing: feed the true previous token
+            step_logits, state, w = self.step(tgt_in[:, i], state, memory, keys, summary, mask)
+            logits.append(step_logits)
+            weights.append(w)
+        all_weights = None if self.attention is None else ops.stack(weights, axis=1)  # (B, Tt, Ts)
+        return ops.stack(logits, axis=1), all_weights  # (B, Tt, V)
+
+
+class Seq2Seq(keras.Model):
+    """Encoder + decoder; ``attention`` picks the score (or ``"none"``: the fixed-vector baseline).
+
+    Token id 0 is padding in the source (it is masked out of the encoder and of attention).
+    Shapes: call(src (B, Ts), tgt_in (B, Tt)) -> logits (B, Tt, V), weights (B, Tt, Ts) or None.
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_embed: int = 32, d_hidden: int = 64,
+                 attention: str = "additive", d_attn: int = 64, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        _check_kind(attention)
+        self.attention_kind = attention
+        self.encoder = Encoder(src_vocab_size, d_embed, d_hidden, name="encoder")
+        self.decoder = Decoder(tgt_vocab_size, d_embed, 2 * d_hidden, 2 * d_hidden, attention, d_attn, name="decoder")
+
+    def encode(self, src: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Shapes: src (B, Ts) -> memory (B, Ts, De), summary (B, De), mask (B, Ts)."""
+        _check_ids("src", src, "(B, Ts)")
+        src = ops.convert_to_tensor(src, dtype="int32")
+        mask = ops.not_equal(src, 0)  # (B, Ts) keep-mask
+        memory, summary = self.encoder(src, mask)
+        return memory, summary, mask
+
+    def call(self, src: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
+        memory, summary, mask = self.encode(src)
+        return self.decoder(ops.convert_to_tensor(tgt_in, dtype="int32"), memory, summary, mask)
+
+
+def sequence_loss(logits: Tensor, tgt_out: Tensor) -> Tensor:
+    """Mean cross-entropy over the real (non-padding) target tokens.
+
+    Shapes: logits (B, Tt, V), tgt_out (B, Tt) ids with 0 = padding -> scalar.
+    """
+    ls, ts = _checks.shape_of(logits), _checks.shape_of(tgt_out)
+    if ls[:2] != ts:
+        raise ValueError(f"tgt_out: expected (B, Tt) = {ls[:2]} from logits {ls}, got {ts}")
+    per_token = keras.losses.sparse_categorical_crossentropy(tgt_out, logits, from_logits=True)  # (B, Tt)
+    keep = ops.cast(ops.not_equal(tgt_out, 0), per_token.dtype)  # (B, Tt)
+    return ops.sum(per_token * keep) / ops.maximum(ops.sum(keep), 1.0)
+
+
+def train_seq2seq(
+    model: Seq2Seq,
+    src: np.ndarray,
+    tgt_in: np.ndarray,
+    tgt_out: np.ndarray,
+    epochs: int = 10,
+    batch_size: int = 128,
+    lr: float = 3e-3,
+    seed: int = 0,
+    progress: bool = True,
+    on_epoch_end: Callable[[int], dict] | None = None,
+) -> dict[str, list[float]]:
+    """Teacher-forced training with Adam and gradient clipping at norm 1.
+
+    The batches are shuffled by a NumPy generator seeded with ``seed``, so both
+    twins see the same batches. ``on_epoch_end(epoch)`` may return extra
+    metrics to record. Returns the history ``{"loss": [...], "seconds": [...], ...}``.
+    Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
+    """
+    import time
+
+    import tensorflow as tf
+    from tqdm.auto import tqdm
+
+    if not (len(src) == len(tgt_in) == len(tgt_out)):
+        raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
+    optimizer = keras.optimizers.Adam(learning_rate=lr, epsilon=1e-8, global_clipnorm=1.0)
+    if not model.built:
+        model(src[:1], tgt_in[:1])
+
+    @tf.function(reduce_retracing=True)
+    def train_step(s: Tensor, ti: Tensor, to: Tensor) -> Tensor:
+        with tf.GradientTape() as tape:
+            logits, _ = model(s, ti, training=True)
+            loss = sequence_loss(logits, to)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    rng = np.random.default_rng(seed)
+    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    start = time.perf_counter()
+    n_batches = math.ceil(len(src) / batch_size)
+    for epoch in range(epochs):
+        order = rng.permutation(len(src))
+        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        for b in bar:
+            idx = order[b * batch_size: (b + 1) * batch_size]
+            loss = train_step(
+                tf.constant(src[idx], tf.int32), tf.constant(tgt_in[idx], tf.int32), tf.constant(tgt_out[idx], tf.int32)
+            )
+            total += float(loss)
+            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
+        history["loss"].append(total / n_batches)
+        history["seconds"].append(time.perf_counter() - start)
+        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
+            history.setdefault(key, []).append(float(value))
+    return history
+
+
+def greedy_decode(
+    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Feed back the model's own most likely token, step by step (no teacher forcing).
+
+    After <eos> a sequence emits padding (0). Returns NumPy ids and the
+    attention weights of every step (None without attention).
+    Shapes: src (B, Ts) -> tokens (B, max_len), weights (B, max_len, Ts) or None.
+    """
+    _check_ids("src", src, "(B, Ts)")
+    src = np.asarray(src)
+    all_tokens, all_weights = [], []
+    for start in range(0, len(src), batch_size):
+        s = src[start: start + batch_size]
+        memory, summary, mask = model.encode(s)
+        dec = model.decoder
+        state, keys = dec.initial_state(summary), dec.project_keys(memory)
+        y = ops.full((len(s),), bos_id, dtype="int32")
+        done = np.zeros(len(s), dtype=bool)
+        tokens, weights = [], []
+        for _ in range(max_len):
+            logits, state, w = dec.step(y, state, memory, keys, summary, mask)
+            y = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (B,)
+            y_np = np.asarray(ops.convert_to_numpy(y))
+            tokens.append(np.where(done, 0, y_np))
+            done = done | (y_np == eos_id)
+            if w is not None:
+                weights.append(np.asarray(ops.convert_to_numpy(w)))
+        all_tokens.append(np.stack(tokens, axis=1))  # (b, max_len)
+        if weights:
+            all_weights.append(np.stack(weights, axis=1))  # (b, max_len, Ts)
+    return np.concatenate(all_tokens).astype(np.int64), (np.concatenate(all_weights) if all_weights else None)

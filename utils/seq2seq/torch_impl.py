@@ -1,0 +1,329 @@
+"""PyTorch twin of the seq2seq models (same names and signatures as keras_impl).
+
+Shapes: B batch, Ts source length, Tt target length, E embedding width, H
+encoder width per direction, De = 2H, Hd decoder width, A attention width,
+V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token.
+See ``utils/seq2seq/__init__.py`` for the equations.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..attention import _checks
+from ..attention import torch_impl as attn
+
+__all__ = [
+    "SCORES",
+    "Encoder",
+    "DecoderAttention",
+    "Decoder",
+    "Seq2Seq",
+    "sequence_loss",
+    "train_seq2seq",
+    "greedy_decode",
+]
+
+SCORES = ("additive", "dot", "general", "none")
+
+
+def _check_ids(name: str, ids: torch.Tensor, layout: str = "(B, T)") -> None:
+    shape = _checks.shape_of(ids)
+    if len(shape) != 2:
+        raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
+
+
+def _check_kind(attention: str) -> None:
+    if attention not in SCORES:
+        raise ValueError(f"attention: expected one of {SCORES}, got {attention!r}")
+
+
+class Encoder(nn.Module):
+    """Embedding and a bidirectional GRU; padding (mask False) is skipped, not read.
+
+    Shapes: forward(src (B, Ts) ids, mask (B, Ts) bool) -> outputs (B, Ts, 2H),
+    summary (B, 2H) = [last forward state; last backward state].
+    """
+
+    def __init__(self, vocab_size: int, d_embed: int, d_hidden: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_embed)
+        self.rnn = nn.GRU(d_embed, d_hidden, batch_first=True, bidirectional=True)
+
+    def forward(self, src: torch.Tensor, mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        _check_ids("src", src, "(B, Ts)")
+        if mask is None:
+            mask = torch.ones_like(src, dtype=torch.bool)
+        lengths = mask.sum(dim=1)
+        if bool((lengths == 0).any()):
+            raise ValueError(f"mask: expected every source to have at least one real token, got lengths {lengths.tolist()}")
+        x = self.embedding(src)  # (B, Ts, E)
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, h_n = self.rnn(packed)  # h_n (2, B, H)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, Ts, 2H)
+        summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, 2H)
+        return out, summary
+
+
+class DecoderAttention(nn.Module):
+    """Scores one decoder state against every encoder output and reads a context.
+
+    ``kind``: ``"additive"`` (Bahdanau; its weights are a ``utils.attention``
+    ``AdditiveAttention``), ``"dot"`` (needs d_query == d_key) or ``"general"``.
+    ``project_keys`` does the part that does not depend on the decoder state,
+    once per sentence instead of once per output step.
+
+    Shapes: forward(query (B, Dq), memory (B, Ts, De), keys (B, Ts, K) or None,
+    mask (B, Ts) or None) -> context (B, De), weights (B, Ts).
+    """
+
+    def __init__(self, kind: str, d_query: int, d_key: int, d_attn: int) -> None:
+        super().__init__()
+        if kind not in ("additive", "dot", "general"):
+            raise ValueError(f"kind: expected 'additive', 'dot' or 'general', got {kind!r}")
+        if kind == "dot" and d_query != d_key:
+            raise ValueError(f"d_query: expected d_query == d_key={d_key} for dot scores, got {d_query}")
+        self.kind, self.d_query, self.d_key = kind, d_query, d_key
+        if kind == "additive":
+            self.additive = attn.AdditiveAttention(d_query, d_key, d_attn)
+        elif kind == "general":
+            self.W = nn.Parameter(torch.empty(d_key, d_query))
+            nn.init.xavier_uniform_(self.W)
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
+        """The query-independent part of the scores. Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        if self.kind == "additive":
+            return memory @ self.additive.W_k  # (B, Ts, A)
+        if self.kind == "general":
+            return memory @ self.W  # (B, Ts, Dq)
+        return memory
+
+    def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """Scores of one query per sentence against projected keys. Shapes: (B, Dq), (B, Ts, K) -> (B, Ts)."""
+        if self.kind == "additive":
+            # additive_scores(query, memory, W_q, W_k, w_v) with memory @ W_k done in project_keys
+            q = (query @ self.additive.W_q).unsqueeze(1)  # (B, 1, A)
+            return torch.tanh(q + keys) @ self.additive.w_v  # (B, Ts)
+        return attn.dot_scores(query.unsqueeze(1), keys).squeeze(1)  # (B, Ts)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        memory: torch.Tensor,
+        keys: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        q = _checks.check_rank("query", query, 2, "(B, Dq)")
+        m = _checks.check_rank("memory", memory, 3, "(B, Ts, De)")
+        if q[-1] != self.d_query or m[-1] != self.d_key or q[0] != m[0]:
+            raise ValueError(
+                f"query, memory: expected (B, {self.d_query}) and (B, Ts, {self.d_key}), got {q} and {m}"
+            )
+        if keys is None:
+            keys = self.project_keys(memory)
+        scores = self.scores(query, keys).unsqueeze(1)  # (B, 1, Ts)
+        mask3 = None if mask is None else mask.unsqueeze(1)  # (B, 1, Ts)
+        weights = attn.masked_softmax(scores, mask3)  # (B, 1, Ts)
+        context = attn.attend(weights, memory).squeeze(1)  # (B, De)
+        return context, weights.squeeze(1)
+
+
+class Decoder(nn.Module):
+    """A GRU decoder that reads a context at every step: attended, or one fixed summary.
+
+    Shapes: forward(tgt_in (B, Tt), memory (B, Ts, De), summary (B, De), mask (B, Ts))
+    -> logits (B, Tt, V), weights (B, Tt, Ts) or None when ``attention="none"``.
+    """
+
+    def __init__(self, vocab_size: int, d_embed: int, d_hidden: int, d_enc: int,
+                 attention: str = "additive", d_attn: int = 64) -> None:
+        super().__init__()
+        _check_kind(attention)
+        self.attention_kind = attention
+        self.embedding = nn.Embedding(vocab_size, d_embed)
+        self.init = nn.Linear(d_enc, d_hidden)
+        self.attention = None if attention == "none" else DecoderAttention(attention, d_hidden, d_enc, d_attn)
+        self.cell = nn.GRUCell(d_embed + d_enc, d_hidden)
+        self.out = nn.Linear(d_hidden + d_enc + d_embed, vocab_size)
+
+    def initial_state(self, summary: torch.Tensor) -> torch.Tensor:
+        """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Hd)."""
+        return torch.tanh(self.init(summary))
+
+    def project_keys(self, memory: torch.Tensor) -> torch.Tensor | None:
+        """Keys for every step of one sentence (None without attention). Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        return None if self.attention is None else self.attention.project_keys(memory)
+
+    def step(
+        self,
+        y_prev: torch.Tensor,
+        state: torch.Tensor,
+        memory: torch.Tensor,
+        keys: torch.Tensor | None,
+        summary: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """One output token: attend with s_{i-1}, update the GRU, predict.
+
+        Shapes: y_prev (B,) ids, state (B, Hd), memory (B, Ts, De), keys (B, Ts, K),
+        summary (B, De), mask (B, Ts) -> logits (B, V), state (B, Hd), weights (B, Ts) or None.
+        """
+        emb = self.embedding(y_prev)  # (B, E)
+        if self.attention is None:
+            context, weights = summary, None  # the one fixed vector
+        else:
+            context, weights = self.attention(state, memory, keys, mask)  # (B, De), (B, Ts)
+        state = self.cell(torch.cat([emb, context], dim=-1), state)  # (B, Hd)
+        logits = self.out(torch.cat([state, context, emb], dim=-1))  # (B, V)
+        return logits, state, weights
+
+    def forward(
+        self,
+        tgt_in: torch.Tensor,
+        memory: torch.Tensor,
+        summary: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        _check_ids("tgt_in", tgt_in, "(B, Tt)")
+        state = self.initial_state(summary)
+        keys = self.project_keys(memory)
+        logits, weights = [], []
+        for i in range(tgt_in.shape[1]):  # teacher forcing: feed the true previous token
+            step_logits, state, w = self.step(tgt_in[:, i], state, memory, keys, summary, mask)
+            logits.append(step_logits)
+            weights.append(w)
+        all_weights = None if self.attention is None else torch.stack(weights, dim=1)  # (B, Tt, Ts)
+        return torch.stack(logits, dim=1), all_weights  # (B, Tt, V)
+
+
+class Seq2Seq(nn.Module):
+    """Encoder + decoder; ``attention`` picks the score (or ``"none"``: the fixed-vector baseline).
+
+    Token id 0 is padding in the source (it is masked out of the encoder and of attention).
+    Shapes: forward(src (B, Ts), tgt_in (B, Tt)) -> logits (B, Tt, V), weights (B, Tt, Ts) or None.
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_embed: int = 32, d_hidden: int = 64,
+                 attention: str = "additive", d_attn: int = 64) -> None:
+        super().__init__()
+        _check_kind(attention)
+        self.attention_kind = attention
+        self.encoder = Encoder(src_vocab_size, d_embed, d_hidden)
+        self.decoder = Decoder(tgt_vocab_size, d_embed, 2 * d_hidden, 2 * d_hidden, attention, d_attn)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Shapes: src (B, Ts) -> memory (B, Ts, De), summary (B, De), mask (B, Ts)."""
+        _check_ids("src", src, "(B, Ts)")
+        mask = src != 0  # (B, Ts) keep-mask
+        memory, summary = self.encoder(src, mask)
+        return memory, summary, mask
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        memory, summary, mask = self.encode(src)
+        return self.decoder(tgt_in, memory, summary, mask)
+
+
+def sequence_loss(logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over the real (non-padding) target tokens.
+
+    Shapes: logits (B, Tt, V), tgt_out (B, Tt) ids with 0 = padding -> scalar.
+    """
+    if tuple(logits.shape[:2]) != tuple(tgt_out.shape):
+        raise ValueError(f"tgt_out: expected (B, Tt) = {tuple(logits.shape[:2])} from logits {tuple(logits.shape)}, "
+                         f"got {tuple(tgt_out.shape)}")
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=0)
+
+
+def train_seq2seq(
+    model: Seq2Seq,
+    src: np.ndarray,
+    tgt_in: np.ndarray,
+    tgt_out: np.ndarray,
+    epochs: int = 10,
+    batch_size: int = 128,
+    lr: float = 3e-3,
+    seed: int = 0,
+    progress: bool = True,
+    on_epoch_end: Callable[[int], dict] | None = None,
+) -> dict[str, list[float]]:
+    """Teacher-forced training with Adam and gradient clipping at norm 1.
+
+    The batches are shuffled by a NumPy generator seeded with ``seed``, so both
+    twins see the same batches. ``on_epoch_end(epoch)`` may return extra
+    metrics to record. Returns the history ``{"loss": [...], "seconds": [...], ...}``.
+    Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
+    """
+    import time
+
+    from tqdm.auto import tqdm
+
+    if not (len(src) == len(tgt_in) == len(tgt_out)):
+        raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
+    device = next(model.parameters()).device
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    rng = np.random.default_rng(seed)
+    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    start = time.perf_counter()
+    n_batches = math.ceil(len(src) / batch_size)
+    for epoch in range(epochs):
+        model.train()
+        order = rng.permutation(len(src))
+        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        for b in bar:
+            idx = order[b * batch_size: (b + 1) * batch_size]
+            s = torch.as_tensor(src[idx], device=device)
+            ti = torch.as_tensor(tgt_in[idx], device=device)
+            to = torch.as_tensor(tgt_out[idx], device=device)
+            logits, _ = model(s, ti)
+            loss = sequence_loss(logits, to)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += float(loss.detach())
+            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
+        history["loss"].append(total / n_batches)
+        history["seconds"].append(time.perf_counter() - start)
+        model.eval()
+        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
+            history.setdefault(key, []).append(float(value))
+    return history
+
+
+@torch.no_grad()
+def greedy_decode(
+    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Feed back the model's own most likely token, step by step (no teacher forcing).
+
+    After <eos> a sequence emits padding (0). Returns NumPy ids and the
+    attention weights of every step (None without attention).
+    Shapes: src (B, Ts) -> tokens (B, max_len), weights (B, max_len, Ts) or None.
+    """
+    _check_ids("src", src, "(B, Ts)")
+    model.eval()
+    device = next(model.parameters()).device
+    all_tokens, all_weights = [], []
+    for start in range(0, len(src), batch_size):
+        s = torch.as_tensor(np.asarray(src[start: start + batch_size]), device=device)
+        memory, summary, mask = model.encode(s)
+        dec = model.decoder
+        state, keys = dec.initial_state(summary), dec.project_keys(memory)
+        y = torch.full((s.shape[0],), bos_id, dtype=torch.long, device=device)
+        done = torch.zeros(s.shape[0], dtype=torch.bool, device=device)
+        tokens, weights = [], []
+        for _ in range(max_len):
+            logits, state, w = dec.step(y, state, memory, keys, summary, mask)
+            y = logits.argmax(dim=-1)  # (B,)
+            tokens.append(torch.where(done, torch.zeros_like(y), y))
+            done = done | (y == eos_id)
+            if w is not None:
+                weights.append(w)
+        all_tokens.append(torch.stack(tokens, dim=1).cpu().numpy())  # (b, max_len)
+        if weights:
+            all_weights.append(torch.stack(weights, dim=1).cpu().numpy())  # (b, max_len, Ts)
+    return np.concatenate(all_tokens), (np.concatenate(all_weights) if all_weights else None)
