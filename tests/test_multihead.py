@@ -437,3 +437,26 @@ def test_torch_and_keras_agree_with_copied_weights(torch_side, keras_side) -> No
     kout, kw = km(x, y, y, mask=keep)
     np.testing.assert_allclose(tout.numpy(), ops.convert_to_numpy(kout), atol=ATOL)
     np.testing.assert_allclose(tw.numpy(), ops.convert_to_numpy(kw), atol=ATOL)
+
+
+# ---------------------------------------------------------------- benchmark
+
+
+def test_attention_speed_benchmark_writes_its_json(tmp_path, torch_side, keras_side) -> None:
+    """A tiny run of ``python -m benchmarks.attention_speed``: the JSON has the documented fields."""
+    import json
+
+    from benchmarks import attention_speed
+
+    out = tmp_path / "speed.json"
+    args = ["--seq-lens", "8", "16", "--batch", "2", "--width", "16", "--heads", "2", "--repeats", "1", "--json", str(out)]
+    assert attention_speed.main(args) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["framework"], r["seq_len"]) for r in rows] == [
+        ("pytorch", 8), ("pytorch", 16), ("tensorflow", 8), ("tensorflow", 16)]
+    for r in rows:
+        assert r["course_seconds"] > 0 and r["library_seconds"] > 0
+        assert r["ratio"] == pytest.approx(r["course_seconds"] / r["library_seconds"])
+        assert r["max_abs_diff"] < 1e-4
+    with pytest.raises(SystemExit):
+        attention_speed.main(["--width", "10", "--heads", "3"])
