@@ -45,6 +45,22 @@ def _check_ids(name: str, ids: Tensor, layout: str = "(B, T)") -> None:
         raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
 
 
+def _uniform(fan_in: int) -> keras.initializers.Initializer:
+    """U(-1/sqrt(fan_in), 1/sqrt(fan_in)): torch's default for nn.Linear, nn.GRU and nn.GRUCell."""
+    limit = 1 / math.sqrt(fan_in)
+    return keras.initializers.RandomUniform(-limit, limit)
+
+
+def _embedding(vocab_size: int, d_embed: int, name: str) -> keras.layers.Embedding:
+    # N(0, 1) as torch's nn.Embedding: the twins start from the same distributions and train alike
+    return keras.layers.Embedding(vocab_size, d_embed, embeddings_initializer=keras.initializers.RandomNormal(0.0, 1.0),
+                                  name=name)
+
+
+def _gru_inits(units: int) -> dict:
+    return {f"{part}_initializer": _uniform(units) for part in ("kernel", "recurrent", "bias")}
+
+
 def _check_kind(attention: str) -> None:
     if attention not in SCORES:
         raise ValueError(f"attention: expected one of {SCORES}, got {attention!r}")
@@ -59,9 +75,9 @@ class Encoder(keras.layers.Layer):
 
     def __init__(self, vocab_size: int, d_embed: int, d_hidden: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.embedding = keras.layers.Embedding(vocab_size, d_embed, name="embedding")
+        self.embedding = _embedding(vocab_size, d_embed, name="embedding")
         self.rnn = keras.layers.Bidirectional(
-            keras.layers.GRU(d_hidden, return_sequences=True, return_state=True), name="rnn"
+            keras.layers.GRU(d_hidden, return_sequences=True, return_state=True, **_gru_inits(d_hidden)), name="rnn"
         )
 
     def call(self, src: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -155,13 +171,16 @@ class Decoder(keras.layers.Layer):
         super().__init__(**kwargs)
         _check_kind(attention)
         self.attention_kind = attention
-        self.embedding = keras.layers.Embedding(vocab_size, d_embed, name="embedding")
-        self.init = keras.layers.Dense(d_hidden, name="init")
+        self.embedding = _embedding(vocab_size, d_embed, name="embedding")
+        self.init = keras.layers.Dense(d_hidden, kernel_initializer=_uniform(d_enc), bias_initializer=_uniform(d_enc),
+                                       name="init")
         self.attention = (
             None if attention == "none" else DecoderAttention(attention, d_hidden, d_enc, d_attn, name="attention")
         )
-        self.cell = keras.layers.GRUCell(d_hidden, name="cell")
-        self.out = keras.layers.Dense(vocab_size, name="out")
+        self.cell = keras.layers.GRUCell(d_hidden, **_gru_inits(d_hidden), name="cell")
+        d_out_in = d_hidden + d_enc + d_embed
+        self.out = keras.layers.Dense(vocab_size, kernel_initializer=_uniform(d_out_in),
+                                      bias_initializer=_uniform(d_out_in), name="out")
 
     def initial_state(self, summary: Tensor) -> Tensor:
         """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Hd)."""
@@ -270,7 +289,7 @@ def train_seq2seq(
 
     The batches are shuffled by a NumPy generator seeded with ``seed``, so both
     twins see the same batches. ``on_epoch_end(epoch)`` may return extra
-    metrics to record. Returns the history ``{"loss": [...], "seconds": [...], ...}``.
+    metrics to record. Returns the history ``{"loss": [per epoch], "seconds": [...], "batch_loss": [per batch], ...}``.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
     import time
@@ -294,9 +313,10 @@ def train_seq2seq(
         return loss
 
     rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    history: dict[str, list[float]] = {"loss": [], "seconds": [], "batch_loss": []}
     start = time.perf_counter()
-    n_batches = math.ceil(len(src) / batch_size)
+    # full batches only (the remainder is reshuffled into the next epoch): one shape, one graph trace
+    n_batches = max(1, len(src) // batch_size)
     for epoch in range(epochs):
         order = rng.permutation(len(src))
         total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
@@ -305,7 +325,8 @@ def train_seq2seq(
             loss = train_step(
                 tf.constant(src[idx], tf.int32), tf.constant(tgt_in[idx], tf.int32), tf.constant(tgt_out[idx], tf.int32)
             )
-            total += float(loss)
+            history["batch_loss"].append(float(loss))
+            total += history["batch_loss"][-1]
             bar.set_postfix(loss=f"{total / (b + 1):.4f}")
         history["loss"].append(total / n_batches)
         history["seconds"].append(time.perf_counter() - start)

@@ -254,7 +254,7 @@ def train_seq2seq(
 
     The batches are shuffled by a NumPy generator seeded with ``seed``, so both
     twins see the same batches. ``on_epoch_end(epoch)`` may return extra
-    metrics to record. Returns the history ``{"loss": [...], "seconds": [...], ...}``.
+    metrics to record. Returns the history ``{"loss": [per epoch], "seconds": [...], "batch_loss": [per batch], ...}``.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
     import time
@@ -266,9 +266,10 @@ def train_seq2seq(
     device = next(model.parameters()).device
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    history: dict[str, list[float]] = {"loss": [], "seconds": [], "batch_loss": []}
     start = time.perf_counter()
-    n_batches = math.ceil(len(src) / batch_size)
+    # full batches only (the remainder is reshuffled into the next epoch): one shape, one graph trace
+    n_batches = max(1, len(src) // batch_size)
     for epoch in range(epochs):
         model.train()
         order = rng.permutation(len(src))
@@ -284,7 +285,8 @@ def train_seq2seq(
             loss.backward()
             nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
-            total += float(loss.detach())
+            history["batch_loss"].append(float(loss.detach()))
+            total += history["batch_loss"][-1]
             bar.set_postfix(loss=f"{total / (b + 1):.4f}")
         history["loss"].append(total / n_batches)
         history["seconds"].append(time.perf_counter() - start)
