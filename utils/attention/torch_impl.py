@@ -249,7 +249,12 @@ def _attention_core(
     # Scale q before the matmul: the same numbers as scaling the scores, on Tq x Dh
     # entries instead of Tq x Tk.
     scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)  # (B, H, Tq, Tk)
-    weights = torch.softmax(scores, dim=-1) if mask is None else masked_softmax(scores, mask)  # (B, H, Tq, Tk)
+    if mask is not None:
+        weights = masked_softmax(scores, mask)  # (B, H, Tq, Tk)
+    elif scores.requires_grad:
+        weights = torch.softmax(scores, dim=-1)  # (B, H, Tq, Tk)
+    else:  # no gradient needed: the softmax overwrites the scores, one (B, H, Tq, Tk) buffer instead of two
+        weights = torch.softmax(scores, dim=-1, out=scores)  # (B, H, Tq, Tk)
     attn = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
     out = _project(merge_heads(attn @ v), w_o, b_o)  # (B, Tq, D)
     return out, weights
