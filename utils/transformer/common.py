@@ -1,0 +1,208 @@
+"""Framework-free parts of the Transformer shared by both twins.
+
+* ``TransformerConfig``: every size and switch of the model in one typed place.
+* ``warmup_schedule``: the learning rate of "Attention Is All You Need", eq. 3.
+* ``length_penalty``: the GNMT length normalisation used by beam search.
+* ``greedy_search`` / ``beam_search_loop``: decoding loops written once in NumPy;
+  a twin passes a function that maps the prefixes decoded so far to the
+  log-probabilities of the next token.
+
+Shapes: B batch, T prefix length, V vocabulary, K beam size.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop"]
+
+PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes and switches of an encoder-decoder Transformer (names as in the paper's Table 3).
+
+    ``norm_first``: pre-LN (True, the default here) or post-LN (False, the paper
+    and BERT). ``residual=False`` removes the skip connections (for the lesson's
+    experiment only). ``tie_embeddings`` shares the target embedding with the
+    output projection (the paper also scales embeddings by sqrt(d_model), always done here).
+    """
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 64
+    num_heads: int = 4
+    d_ff: int = 256
+    num_encoder_layers: int = 2
+    num_decoder_layers: int = 2
+    max_len: int = 128
+    dropout: float = 0.1
+    norm_first: bool = True
+    residual: bool = True
+    tie_embeddings: bool = False
+    layer_norm_eps: float = 1e-5
+
+    def __post_init__(self) -> None:
+        for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
+            _positive_int(name, getattr(self, name))
+        for name in ("num_encoder_layers", "num_decoder_layers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"num_heads: expected a divisor of d_model={self.d_model}, got {self.num_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps: expected a positive number, got {self.layer_norm_eps!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def warmup_schedule(step: int | np.ndarray, d_model: int, warmup_steps: int = 4000, scale: float = 1.0) -> np.ndarray | float:
+    """The paper's learning rate: scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
+
+    It rises linearly for ``warmup_steps`` steps, peaks at
+    scale * (d_model * warmup_steps)^-0.5, then decays as 1 / sqrt(step).
+    Steps count from 1 (step 0 is treated as step 1).
+    Shapes: step scalar or (N,) -> the same shape.
+    """
+    _positive_int("d_model", d_model)
+    _positive_int("warmup_steps", warmup_steps)
+    if not scale > 0:
+        raise ValueError(f"scale: expected a positive number, got {scale!r}")
+    s = np.maximum(np.asarray(step, dtype=np.float64), 1.0)
+    if np.any(np.asarray(step) < 0):
+        raise ValueError(f"step: expected step >= 0, got {step!r}")
+    lr = scale * d_model ** -0.5 * np.minimum(s ** -0.5, s * warmup_steps ** -1.5)
+    return float(lr) if lr.ndim == 0 else lr
+
+
+def length_penalty(length: int | np.ndarray, alpha: float = 0.6) -> np.ndarray | float:
+    """GNMT's length normalisation lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al., 2016).
+
+    Beam search ranks finished hypotheses by log P(Y) / lp(Y): with alpha = 0
+    it is the raw log-probability (which favours short outputs); larger alpha
+    favours longer ones.
+    Shapes: length scalar or (N,) -> the same shape.
+    """
+    if alpha < 0:
+        raise ValueError(f"alpha: expected alpha >= 0, got {alpha!r}")
+    lp = ((5.0 + np.asarray(length, dtype=np.float64)) / 6.0) ** alpha
+    return float(lp) if lp.ndim == 0 else lp
+
+
+NextLogProbs = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def greedy_search(next_log_probs: NextLogProbs, batch: int, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID) -> np.ndarray:
+    """Greedy decoding: append the most likely next token, max_len times (or until every row said <eos>).
+
+    ``next_log_probs(rows, prefixes)`` gets the indices of the source rows and
+    their prefixes (starting with <bos>) and returns the next-token scores.
+    After <eos> a row emits padding (0).
+    Shapes: rows (B,), prefixes (B, T) -> (B, V); returns tokens (B, max_len) without <bos>.
+    """
+    _positive_int("max_len", max_len)
+    rows = np.arange(batch)
+    prefixes = np.full((batch, 1), bos_id, dtype=np.int64)  # (B, 1)
+    out = np.zeros((batch, max_len), dtype=np.int64)  # (B, max_len)
+    done = np.zeros(batch, dtype=bool)
+    for t in range(max_len):
+        scores = np.asarray(next_log_probs(rows, prefixes))  # (B, V)
+        y = scores.argmax(axis=-1)
+        out[:, t] = np.where(done, PAD_ID, y)
+        done |= y == eos_id
+        if done.all():
+            break
+        prefixes = np.concatenate([prefixes, y[:, None]], axis=1)  # (B, t + 2)
+    return out
+
+
+def beam_search_loop(
+    next_log_probs: NextLogProbs,
+    batch: int,
+    max_len: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Beam search with GNMT length penalty over a batch of sources.
+
+    Each source keeps ``beam_size`` live prefixes. At every step all live
+    prefixes are extended by every token; the best 2K extensions are read in
+    order: one ending in <eos> among the best K becomes a finished hypothesis
+    scored log P / lp(length) (as in fairseq), the others fill the K live slots.
+    A source stops when it has K finished hypotheses (or, with alpha = 0, when
+    no live prefix can still beat its best finished one); at max_len the live
+    prefixes count as finished.
+    Shapes: returns tokens (B, max_len) (the best hypothesis, <eos> included, then padding) and scores (B,).
+    """
+    _positive_int("max_len", max_len)
+    k = _positive_int("beam_size", beam_size)
+    if alpha < 0:
+        raise ValueError(f"alpha: expected alpha >= 0, got {alpha!r}")
+    prefixes = np.full((batch, k, 1), bos_id, dtype=np.int64)  # (B, K, 1)
+    scores = np.full((batch, k), -np.inf)  # (B, K) summed log-probabilities
+    scores[:, 0] = 0.0  # at the start the K beams are copies: keep only one
+    finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
+    active = np.ones(batch, dtype=bool)
+    for t in range(max_len):
+        idx = np.flatnonzero(active)
+        flat = prefixes[idx].reshape(len(idx) * k, -1)  # (b*K, t + 1)
+        logp = np.asarray(next_log_probs(np.repeat(idx, k), flat), dtype=np.float64)  # (b*K, V)
+        v = logp.shape[-1]
+        cand = (scores[idx][:, :, None] + logp.reshape(len(idx), k, v)).reshape(len(idx), k * v)  # (b, K*V)
+        top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * k]  # (b, 2K)
+        new_prefixes = np.zeros((batch, k, t + 2), dtype=np.int64)
+        new_scores = np.full((batch, k), -np.inf)
+        for j, i in enumerate(idx):
+            slot = 0
+            for rank, c in enumerate(top[j]):
+                s = cand[j, c]
+                if not np.isfinite(s):
+                    break
+                beam, token = divmod(int(c), v)
+                seq = prefixes[i, beam, 1:].tolist() + [token]
+                if token == eos_id:
+                    if rank < k:
+                        finished[i].append((s / length_penalty(len(seq), alpha), seq))
+                elif slot < k:
+                    new_prefixes[i, slot, :-1] = prefixes[i, beam]
+                    new_prefixes[i, slot, -1] = token
+                    new_scores[i, slot] = s
+                    slot += 1
+            # Stop when K hypotheses are done, or when the best live one, even at
+            # the most favourable length penalty, cannot beat the best finished one.
+            best_live = new_scores[i].max()
+            if len(finished[i]) >= k:
+                active[i] = False
+            elif finished[i] and alpha == 0 and best_live < max(f[0] for f in finished[i]):
+                active[i] = False  # log-probs only fall as a prefix grows
+        prefixes, scores = new_prefixes, new_scores
+        if not active.any():
+            break
+    out = np.zeros((batch, max_len), dtype=np.int64)
+    best_scores = np.zeros(batch)
+    for i in range(batch):
+        if active[i] or not finished[i]:  # ran out of length: live prefixes count too
+            for b in range(k):
+                if np.isfinite(scores[i, b]):
+                    seq = prefixes[i, b, 1:].tolist()
+                    finished[i].append((scores[i, b] / length_penalty(len(seq), alpha), seq))
+        s, seq = max(finished[i], key=lambda f: f[0])
+        out[i, : len(seq[:max_len])] = seq[:max_len]
+        best_scores[i] = s
+    return out, best_scores

@@ -1,0 +1,559 @@
+"""Keras 3 twin of the Transformer (same names and signatures as torch_impl).
+
+Written with ``keras.ops``; the training step uses TensorFlow's GradientTape
+(the course runs Keras on the TensorFlow backend).
+Shapes: B batch, Ts source length, Tt target length, D d_model, H heads,
+F d_ff, V vocabulary size, L layers. Masks are boolean keep-masks
+(True = may attend) broadcastable to (B, H, Tq, Tk).
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+from utils.runtime import prepare_tensorflow_env
+
+prepare_tensorflow_env()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+from keras import ops  # noqa: E402
+
+from utils.attention import _checks  # noqa: E402
+from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
+from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
+
+from .common import TransformerConfig, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
+
+__all__ = [
+    "warmup_schedule",
+    "length_penalty",
+    "Linear",
+    "LayerNorm",
+    "Embedding",
+    "FeedForward",
+    "EncoderBlock",
+    "DecoderBlock",
+    "Encoder",
+    "Decoder",
+    "Transformer",
+    "source_mask",
+    "target_mask",
+    "label_smoothing_loss",
+    "train_transformer",
+    "greedy_decode",
+    "beam_search",
+    "export_weights",
+    "load_weights",
+]
+
+Tensor = Any
+
+
+def _check_ids(name: str, ids: Tensor, layout: str) -> tuple:
+    shape = _checks.shape_of(ids)
+    if len(shape) != 2:
+        raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
+    dtype = str(getattr(ids, "dtype", ""))
+    if "float" in dtype:
+        raise ValueError(f"{name}: expected integer token ids {layout}, got dtype {dtype}")
+    return shape
+
+
+class Linear(keras.layers.Layer):
+    """y = x @ w + b, with w (D_in, D_out) (Glorot-uniform init).
+
+    Shapes: call(x (..., D_in)) -> (..., D_out).
+    """
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.w = self.add_weight(shape=(d_in, d_out), initializer="glorot_uniform", name="w")
+        self.b = self.add_weight(shape=(d_out,), initializer="zeros", name="b") if bias else None
+
+    def call(self, x: Tensor) -> Tensor:
+        y = ops.matmul(x, self.w)
+        return y if self.b is None else y + self.b
+
+
+class LayerNorm(keras.layers.Layer):
+    """Normalise each position's features to mean 0, variance 1, then scale by gamma and shift by beta.
+
+    Shapes: call(x (..., D)) -> (..., D).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.eps = float(eps)
+        self.gamma = self.add_weight(shape=(d_model,), initializer="ones", name="gamma")
+        self.beta = self.add_weight(shape=(d_model,), initializer="zeros", name="beta")
+
+    def call(self, x: Tensor) -> Tensor:
+        mean = ops.mean(x, axis=-1, keepdims=True)
+        var = ops.mean(ops.square(x - mean), axis=-1, keepdims=True)  # biased variance, as in the paper's LN
+        return (x - mean) / ops.sqrt(var + self.eps) * self.gamma + self.beta
+
+
+class Embedding(keras.layers.Layer):
+    """A table of V learned vectors of width D, looked up by token id and scaled by sqrt(D).
+
+    Shapes: call(ids (B, T)) -> (B, T, D).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        init = keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        self.table = self.add_weight(shape=(vocab_size, d_model), initializer=init, name="table")  # (V, D)
+
+    def call(self, ids: Tensor) -> Tensor:
+        return ops.take(self.table, ops.cast(ids, "int32"), axis=0) * math.sqrt(self.d_model)  # (B, T, D)
+
+
+class _Dropout(keras.layers.Layer):
+    def __init__(self, rate: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rate = float(rate)
+        self._seed = keras.random.SeedGenerator()
+
+    def call(self, x: Tensor, training: bool | None = None) -> Tensor:
+        return keras.random.dropout(x, self.rate, seed=self._seed) if training and self.rate > 0 else x
+
+
+class FeedForward(keras.layers.Layer):
+    """Position-wise feed-forward: the same two-layer ReLU network applied at every position.
+
+    Shapes: call(x (B, T, D)) -> (B, T, D), via (B, T, F).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.linear1 = Linear(d_model, d_ff, name="linear1")
+        self.linear2 = Linear(d_ff, d_model, name="linear2")
+        self.dropout = float(dropout)
+        self._drop = _Dropout(dropout)
+
+    def call(self, x: Tensor, training: bool | None = None) -> Tensor:
+        h = ops.relu(self.linear1(x))  # (B, T, F)
+        return self.linear2(self._drop(h, training=training))  # (B, T, D)
+
+
+class _Sublayer(keras.layers.Layer):
+    """Residual + LayerNorm around one sublayer, pre-LN or post-LN."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool, residual: bool, eps: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.norm = LayerNorm(d_model, eps, name="norm")
+        self.norm_first, self.residual = bool(norm_first), bool(residual)
+        self._drop = _Dropout(dropout)
+
+    def apply(self, x: Tensor, f: Callable, training: bool | None):
+        # pre-LN:  x + drop(f(LN(x)))     post-LN:  LN(x + drop(f(x)))
+        y, extra = f(self.norm(x) if self.norm_first else x)
+        y = self._drop(y, training=training)
+        y = x + y if self.residual else y
+        return (y if self.norm_first else self.norm(y)), extra
+
+
+class EncoderBlock(keras.layers.Layer):
+    """Self-attention then feed-forward, each wrapped in a residual connection and LayerNorm.
+
+    Shapes: call(x (B, Ts, D), mask broadcastable to (B, H, Ts, Ts)) -> x (B, Ts, D), weights (B, H, Ts, Ts).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        residual: bool = True,
+        layer_norm_eps: float = 1e-5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, name="self_attn")
+        self.ff = FeedForward(d_model, d_ff, dropout, name="ff")
+        self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_attn")
+        self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
+
+    def call(self, x: Tensor, mask: Tensor | None = None, training: bool | None = None):
+        x, weights = self.sub_attn.apply(x, lambda h: self.self_attn(h, h, h, mask, training=training), training)
+        x, _ = self.sub_ff.apply(x, lambda h: (self.ff(h, training=training), None), training)
+        return x, weights
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class DecoderBlock(keras.layers.Layer):
+    """Causal self-attention, attention over the encoder's output (cross-attention), feed-forward.
+
+    Shapes: call(x (B, Tt, D), memory (B, Ts, D), self_mask to (B, H, Tt, Tt),
+    memory_mask to (B, H, Tt, Ts)) -> x (B, Tt, D), self weights (B, H, Tt, Tt), cross weights (B, H, Tt, Ts).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        residual: bool = True,
+        layer_norm_eps: float = 1e-5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, name="self_attn")
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, name="cross_attn")
+        self.ff = FeedForward(d_model, d_ff, dropout, name="ff")
+        self.sub_self = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_self")
+        self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_cross")
+        self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
+
+    def call(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        self_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        training: bool | None = None,
+    ):
+        x, self_w = self.sub_self.apply(x, lambda h: self.self_attn(h, h, h, self_mask, training=training), training)
+        # queries from the decoder, keys and values from the encoder's output
+        x, cross_w = self.sub_cross.apply(
+            x, lambda h: self.cross_attn(h, memory, memory, memory_mask, training=training), training
+        )
+        x, _ = self.sub_ff.apply(x, lambda h: (self.ff(h, training=training), None), training)
+        return x, self_w, cross_w
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def source_mask(src: Tensor, pad_id: int = 0) -> Tensor:
+    """Keep-mask of the real (non-padding) source tokens, for every query.
+
+    Shapes: src (B, Ts) -> (B, 1, 1, Ts).
+    """
+    _check_ids("src", src, "(B, Ts)")
+    return ops.not_equal(src, pad_id)[:, None, None, :]  # (B, 1, 1, Ts)
+
+
+def target_mask(tgt: Tensor, pad_id: int = 0) -> Tensor:
+    """Causal keep-mask (position i sees 0..i) combined with the target's padding.
+
+    Shapes: tgt (B, Tt) -> (B, 1, Tt, Tt).
+    """
+    _, t = _check_ids("tgt", tgt, "(B, Tt)")
+    keep = ops.not_equal(tgt, pad_id)[:, None, None, :]  # (B, 1, 1, Tt)
+    return ops.logical_and(causal_mask(t)[None, None], keep)  # (B, 1, Tt, Tt)
+
+
+class Encoder(keras.layers.Layer):
+    """Token embedding * sqrt(D) + sinusoidal positions, dropout, L encoder blocks (+ final LN if pre-LN).
+
+    Shapes: call(src (B, Ts), src_mask to (B, H, Ts, Ts)) -> memory (B, Ts, D), L weights (B, H, Ts, Ts).
+    """
+
+    def __init__(self, config: TransformerConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        c = config
+        self.config = c
+        self.embedding = Embedding(c.src_vocab_size, c.d_model, name="embedding")
+        self._pe = sinusoidal_encoding(c.max_len, c.d_model)  # (max_len, D) constant
+        self.blocks = [
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps, name=f"blocks_{i}")
+            for i in range(c.num_encoder_layers)
+        ]
+        self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps, name="final_norm") if c.norm_first else None
+        self._drop = _Dropout(c.dropout)
+
+    def call(self, src: Tensor, src_mask: Tensor | None = None, training: bool | None = None):
+        _, t = _check_ids("src", src, "(B, Ts)")
+        if t > self.config.max_len:
+            raise ValueError(f"src: expected (B, Ts) with Ts <= max_len={self.config.max_len}, got {tuple(src.shape)}")
+        x = self._drop(self.embedding(src) + self._pe[:t], training=training)  # (B, Ts, D)
+        weights = []
+        for block in self.blocks:
+            x, w = block(x, src_mask, training=training)
+            weights.append(w)
+        return (self.final_norm(x) if self.final_norm is not None else x), weights
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Decoder(keras.layers.Layer):
+    """Target embedding + positions, L decoder blocks, then the projection to vocabulary logits.
+
+    With ``tie_embeddings`` the projection is the target embedding table, transposed.
+    Shapes: call(tgt (B, Tt), memory (B, Ts, D), tgt_mask, memory_mask)
+    -> logits (B, Tt, V), L self weights (B, H, Tt, Tt), L cross weights (B, H, Tt, Ts).
+    """
+
+    def __init__(self, config: TransformerConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        c = config
+        self.config = c
+        self.embedding = Embedding(c.tgt_vocab_size, c.d_model, name="embedding")
+        self._pe = sinusoidal_encoding(c.max_len, c.d_model)  # (max_len, D) constant
+        self.blocks = [
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps, name=f"blocks_{i}")
+            for i in range(c.num_decoder_layers)
+        ]
+        self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps, name="final_norm") if c.norm_first else None
+        self.out = None if c.tie_embeddings else Linear(c.d_model, c.tgt_vocab_size, name="out")
+        self.out_bias = (
+            self.add_weight(shape=(c.tgt_vocab_size,), initializer="zeros", name="out_bias") if c.tie_embeddings else None
+        )
+        self._drop = _Dropout(c.dropout)
+
+    def call(
+        self,
+        tgt: Tensor,
+        memory: Tensor,
+        tgt_mask: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        training: bool | None = None,
+    ):
+        _, t = _check_ids("tgt", tgt, "(B, Tt)")
+        if t > self.config.max_len:
+            raise ValueError(f"tgt: expected (B, Tt) with Tt <= max_len={self.config.max_len}, got {tuple(tgt.shape)}")
+        x = self._drop(self.embedding(tgt) + self._pe[:t], training=training)  # (B, Tt, D)
+        self_ws, cross_ws = [], []
+        for block in self.blocks:
+            x, sw, cw = block(x, memory, tgt_mask, memory_mask, training=training)
+            self_ws.append(sw)
+            cross_ws.append(cw)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        if self.out is not None:
+            logits = self.out(x)
+        else:
+            logits = ops.matmul(x, ops.transpose(self.embedding.table)) + self.out_bias  # (B, Tt, V)
+        return logits, self_ws, cross_ws
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Transformer(keras.Model):
+    """The encoder-decoder Transformer: encode the source once, decode the target with teacher forcing.
+
+    Shapes: call(src (B, Ts), tgt_in (B, Tt)) -> logits (B, Tt, V), attention
+    {"encoder": L x (B, H, Ts, Ts), "decoder_self": L x (B, H, Tt, Tt), "cross": L x (B, H, Tt, Ts)}.
+    """
+
+    def __init__(self, config: TransformerConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(config, TransformerConfig):
+            raise ValueError(f"config: expected a TransformerConfig, got {type(config).__name__}")
+        self.config = config
+        self.encoder = Encoder(config, name="encoder")
+        self.decoder = Decoder(config, name="decoder")
+
+    def encode(self, src: Tensor, training: bool | None = None):
+        """Shapes: src (B, Ts) -> memory (B, Ts, D), src keep-mask (B, 1, 1, Ts), L encoder weights."""
+        keep = source_mask(src)
+        memory, weights = self.encoder(src, keep, training=training)
+        return memory, keep, weights
+
+    def decode(self, tgt_in: Tensor, memory: Tensor, src_keep: Tensor, training: bool | None = None):
+        """Shapes: tgt_in (B, Tt), memory (B, Ts, D), src_keep (B, 1, 1, Ts) -> logits (B, Tt, V), self and cross weights."""
+        return self.decoder(tgt_in, memory, target_mask(tgt_in), src_keep, training=training)
+
+    def call(self, src: Tensor, tgt_in: Tensor, training: bool | None = None):
+        s, t = _check_ids("src", src, "(B, Ts)"), _check_ids("tgt_in", tgt_in, "(B, Tt)")
+        if s[0] is not None and t[0] is not None and s[0] != t[0]:
+            raise ValueError(f"tgt_in: expected (B, Tt) with B={s[0]} like src {s}, got {t}")
+        memory, keep, enc_w = self.encode(src, training)
+        logits, self_w, cross_w = self.decode(tgt_in, memory, keep, training)
+        return logits, {"encoder": enc_w, "decoder_self": self_w, "cross": cross_w}
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def label_smoothing_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.1, pad_id: int = 0) -> Tensor:
+    """Cross-entropy against a smoothed target: 1 - smoothing on the right token, the rest spread evenly.
+
+    The smoothed distribution puts ``smoothing / (V - 1)`` on every other token
+    (padding positions are left out of the mean). ``smoothing=0`` gives the plain cross-entropy.
+    Shapes: logits (B, T, V), targets (B, T) -> scalar (mean over non-padding tokens).
+    """
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing: expected a number in [0, 1), got {smoothing!r}")
+    ls, ts = _checks.shape_of(logits), _checks.shape_of(targets)
+    if len(ls) != 3 or ls[:2] != ts:
+        raise ValueError(f"targets: expected (B, T) = {ls[:2]} from logits {ls} (B, T, V), got {ts}")
+    v = ls[-1]
+    logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (B, T, V)
+    targets = ops.cast(targets, "int32")
+    nll = -ops.sum(logp * ops.one_hot(targets, v), axis=-1)  # (B, T)
+    others = -ops.sum(logp, axis=-1) - nll  # (B, T)
+    per_token = (1.0 - smoothing) * nll + smoothing / (v - 1) * others
+    keep = ops.cast(ops.not_equal(targets, pad_id), "float32")
+    return ops.sum(per_token * keep) / ops.maximum(ops.sum(keep), 1.0)
+
+
+def train_transformer(
+    model: Transformer,
+    src: np.ndarray,
+    tgt_in: np.ndarray,
+    tgt_out: np.ndarray,
+    epochs: int = 10,
+    batch_size: int = 64,
+    warmup_steps: int = 400,
+    lr_scale: float = 1.0,
+    smoothing: float = 0.1,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    progress: bool = True,
+    on_epoch_end: Callable[[int], dict] | None = None,
+) -> dict[str, list[float]]:
+    """Teacher-forced training: Adam (0.9, 0.98, 1e-9), the warm-up schedule, label smoothing, clipping at 1.
+
+    Batches are drawn by a NumPy generator seeded with ``seed``, so both twins
+    see the same batches. Stops early after ``max_seconds``. Returns
+    ``{"loss": per epoch, "seconds": elapsed at each epoch end, "lr": per step, ...}``.
+    Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
+    """
+    import tensorflow as tf
+    from tqdm.auto import tqdm
+
+    if not (len(src) == len(tgt_in) == len(tgt_out)):
+        raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
+    d_model = model.config.d_model
+    optimizer = keras.optimizers.Adam(learning_rate=1.0, beta_1=0.9, beta_2=0.98, epsilon=1e-9, global_clipnorm=1.0)
+    variables = model.trainable_variables
+    optimizer.build(variables)
+
+    @tf.function(reduce_retracing=True)
+    def train_step(s, ti, to):
+        with tf.GradientTape() as tape:
+            logits, _ = model(s, ti, training=True)
+            loss = label_smoothing_loss(logits, to, smoothing)
+        grads = tape.gradient(loss, variables)
+        optimizer.apply_gradients(zip(grads, variables))
+        return loss
+
+    rng = np.random.default_rng(seed)
+    history: dict[str, list[float]] = {"loss": [], "seconds": [], "lr": []}
+    n_batches = math.ceil(len(src) / batch_size)
+    start, step = time.perf_counter(), 0
+    for epoch in range(epochs):
+        order = rng.permutation(len(src))
+        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        for b in bar:
+            step += 1
+            lr = warmup_schedule(step, d_model, warmup_steps, lr_scale)
+            optimizer.learning_rate.assign(lr)
+            idx = order[b * batch_size : (b + 1) * batch_size]
+            loss = train_step(tf.constant(src[idx]), tf.constant(tgt_in[idx]), tf.constant(tgt_out[idx]))
+            total += float(loss)
+            history["lr"].append(lr)
+            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
+        history["loss"].append(total / n_batches)
+        history["seconds"].append(time.perf_counter() - start)
+        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
+            history.setdefault(key, []).append(float(value))
+        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+            break
+    return history
+
+
+def _next_log_probs(model: Transformer, src: np.ndarray, batch_size: int):
+    """Encode ``src`` once (in chunks); return f(rows, prefixes) -> next-token log-probs."""
+    parts = [model.encode(ops.convert_to_tensor(np.asarray(src[i : i + batch_size])), False)[:2]
+             for i in range(0, len(src), batch_size)]
+    memory = ops.concatenate([p[0] for p in parts], axis=0)  # (N, Ts, D)
+    keep = ops.concatenate([p[1] for p in parts], axis=0)  # (N, 1, 1, Ts)
+
+    def fn(rows: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+        out = []
+        for i in range(0, len(rows), batch_size):
+            r = ops.convert_to_tensor(rows[i : i + batch_size])
+            p = ops.convert_to_tensor(prefixes[i : i + batch_size])
+            logits, _, _ = model.decode(p, ops.take(memory, r, axis=0), ops.take(keep, r, axis=0), False)
+            out.append(ops.convert_to_numpy(ops.log_softmax(ops.cast(logits[:, -1], "float32"), axis=-1)))  # (b, V)
+        return np.concatenate(out)
+
+    return fn
+
+
+def greedy_decode(
+    model: Transformer, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 256
+) -> np.ndarray:
+    """Decode by feeding back the most likely token at every step (no teacher forcing).
+
+    The source is encoded once; each step re-runs the decoder on the prefix so far.
+    After <eos> a row emits padding (0).
+    Shapes: src (B, Ts) -> tokens (B, max_len).
+    """
+    _check_ids("src", np.asarray(src), "(B, Ts)")
+    return greedy_search(_next_log_probs(model, np.asarray(src), batch_size), len(src), max_len, bos_id, eos_id)
+
+
+def beam_search(
+    model: Transformer,
+    src: np.ndarray,
+    max_len: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """Beam search with the GNMT length penalty ((5 + |Y|) / 6) ** alpha.
+
+    Shapes: src (B, Ts) -> tokens (B, max_len) (the best hypothesis of each source, padding after <eos>).
+    """
+    _check_ids("src", np.asarray(src), "(B, Ts)")
+    fn = _next_log_probs(model, np.asarray(src), batch_size)
+    return beam_search_loop(fn, len(src), max_len, beam_size, alpha, bos_id, eos_id)[0]
+
+
+def _named_variables(layer: Any, prefix: str = "") -> dict[str, Any]:
+    """Trainable variables keyed by the attribute path (the names torch's named_parameters gives)."""
+    out: dict[str, Any] = {}
+    for attr, value in vars(layer).items():
+        if attr.startswith("_"):
+            continue
+        name = f"{prefix}{attr}"
+        if isinstance(value, keras.Variable):
+            if value.trainable:
+                out[name] = value
+        elif isinstance(value, keras.layers.Layer):
+            out.update(_named_variables(value, name + "."))
+        elif isinstance(value, (list, tuple)) and value and all(isinstance(v, keras.layers.Layer) for v in value):
+            for i, v in enumerate(value):
+                out.update(_named_variables(v, f"{name}.{i}."))
+    return out
+
+
+def export_weights(model: keras.layers.Layer) -> dict[str, np.ndarray]:
+    """All weights as NumPy arrays under names both twins share (e.g. ``encoder.blocks.0.ff.linear1.w``).
+
+    Shapes: every array keeps its variable's shape (x @ W convention).
+    """
+    return {name: ops.convert_to_numpy(v).copy() for name, v in _named_variables(model).items()}
+
+
+def load_weights(model: keras.layers.Layer, weights: dict[str, np.ndarray]) -> None:
+    """Copy arrays from ``export_weights`` (of either twin) into ``model``, checking names and shapes.
+
+    Shapes: each array must have the shape of the variable of the same name.
+    """
+    params = _named_variables(model)
+    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
+    if missing or unexpected:
+        raise ValueError(f"weights: expected the names of the model's parameters; missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, v in params.items():
+        w = np.asarray(weights[name])
+        if tuple(w.shape) != tuple(v.shape):
+            raise ValueError(f"weights[{name!r}]: expected shape {tuple(v.shape)}, got {tuple(w.shape)}")
+        v.assign(w.astype(np.float32))

@@ -1,0 +1,508 @@
+"""PyTorch twin of the Transformer (same names and signatures as keras_impl).
+
+Shapes: B batch, Ts source length, Tt target length, D d_model, H heads,
+F d_ff, V vocabulary size, L layers. Masks are boolean keep-masks
+(True = may attend) broadcastable to (B, H, Tq, Tk). Weights use the
+x @ W convention of ``utils.attention`` so they copy 1:1 to the Keras twin.
+"""
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from utils.attention import _checks
+from utils.attention.torch_impl import MultiHeadAttention, causal_mask
+from utils.positional.torch_impl import SinusoidalEncoding
+
+from .common import TransformerConfig, beam_search_loop, greedy_search, length_penalty, warmup_schedule
+
+__all__ = [
+    "warmup_schedule",
+    "length_penalty",
+    "Linear",
+    "LayerNorm",
+    "Embedding",
+    "FeedForward",
+    "EncoderBlock",
+    "DecoderBlock",
+    "Encoder",
+    "Decoder",
+    "Transformer",
+    "source_mask",
+    "target_mask",
+    "label_smoothing_loss",
+    "train_transformer",
+    "greedy_decode",
+    "beam_search",
+    "export_weights",
+    "load_weights",
+]
+
+
+def _check_ids(name: str, ids: torch.Tensor, layout: str) -> tuple:
+    shape = _checks.shape_of(ids)
+    if len(shape) != 2:
+        raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
+    if ids.dtype.is_floating_point:
+        raise ValueError(f"{name}: expected integer token ids {layout}, got dtype {ids.dtype}")
+    return shape
+
+
+class Linear(nn.Module):
+    """y = x @ w + b, with w (D_in, D_out) as in the Keras twin (Glorot-uniform init).
+
+    Shapes: forward(x (..., D_in)) -> (..., D_out).
+    """
+
+    def __init__(self, d_in: int, d_out: int, bias: bool = True) -> None:
+        super().__init__()
+        self.w = nn.Parameter(nn.init.xavier_uniform_(torch.empty(d_in, d_out)))
+        self.b = nn.Parameter(torch.zeros(d_out)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = x @ self.w
+        return y if self.b is None else y + self.b
+
+
+class LayerNorm(nn.Module):
+    """Normalise each position's features to mean 0, variance 1, then scale by gamma and shift by beta.
+
+    Shapes: forward(x (..., D)) -> (..., D).
+    """
+
+    def __init__(self, d_model: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = float(eps)
+        self.gamma = nn.Parameter(torch.ones(d_model))
+        self.beta = nn.Parameter(torch.zeros(d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)  # biased variance, as in the paper's LN
+        return (x - mean) / torch.sqrt(var + self.eps) * self.gamma + self.beta
+
+
+class Embedding(nn.Module):
+    """A table of V learned vectors of width D, looked up by token id and scaled by sqrt(D).
+
+    The sqrt(D) scale (section 3.4 of the paper) puts embeddings (initialised
+    with std D^-0.5) on the scale of the positional encoding.
+    Shapes: forward(ids (B, T)) -> (B, T, D).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int) -> None:
+        super().__init__()
+        self.d_model = d_model
+        self.table = nn.Parameter(torch.randn(vocab_size, d_model) * d_model**-0.5)  # (V, D)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.table[ids] * math.sqrt(self.d_model)  # (B, T, D)
+
+
+def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    return nn.functional.dropout(x, p, training=True) if training and p > 0 else x
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward: the same two-layer ReLU network applied at every position.
+
+    Shapes: forward(x (B, T, D)) -> (B, T, D), via (B, T, F).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.linear1 = Linear(d_model, d_ff)
+        self.linear2 = Linear(d_ff, d_model)
+        self.dropout = float(dropout)
+
+    def forward(self, x: torch.Tensor, training: bool | None = None) -> torch.Tensor:
+        training = self.training if training is None else training
+        h = torch.relu(self.linear1(x))  # (B, T, F)
+        return self.linear2(_dropout(h, self.dropout, training))  # (B, T, D)
+
+
+class _Sublayer(nn.Module):
+    """Residual + LayerNorm around one sublayer, pre-LN or post-LN."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool, residual: bool, eps: float) -> None:
+        super().__init__()
+        self.norm = LayerNorm(d_model, eps)
+        self.dropout, self.norm_first, self.residual = float(dropout), bool(norm_first), bool(residual)
+
+    def forward(self, x: torch.Tensor, f: Callable, training: bool):
+        # pre-LN:  x + drop(f(LN(x)))     post-LN:  LN(x + drop(f(x)))
+        y, extra = f(self.norm(x) if self.norm_first else x)
+        y = _dropout(y, self.dropout, training)
+        y = x + y if self.residual else y
+        return (y if self.norm_first else self.norm(y)), extra
+
+
+class EncoderBlock(nn.Module):
+    """Self-attention then feed-forward, each wrapped in a residual connection and LayerNorm.
+
+    Shapes: forward(x (B, Ts, D), mask broadcastable to (B, H, Ts, Ts)) -> x (B, Ts, D), weights (B, H, Ts, Ts).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        residual: bool = True,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
+        self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, training: bool | None = None):
+        training = self.training if training is None else training
+        x, weights = self.sub_attn(x, lambda h: self.self_attn(h, h, h, mask, training), training)
+        x, _ = self.sub_ff(x, lambda h: (self.ff(h, training), None), training)
+        return x, weights
+
+
+class DecoderBlock(nn.Module):
+    """Causal self-attention, attention over the encoder's output (cross-attention), feed-forward.
+
+    Shapes: forward(x (B, Tt, D), memory (B, Ts, D), self_mask to (B, H, Tt, Tt),
+    memory_mask to (B, H, Tt, Ts)) -> x (B, Tt, D), self weights (B, H, Tt, Tt), cross weights (B, H, Tt, Ts).
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        norm_first: bool = True,
+        residual: bool = True,
+        layer_norm_eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.sub_self = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
+        self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
+        self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        self_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        training: bool | None = None,
+    ):
+        training = self.training if training is None else training
+        x, self_w = self.sub_self(x, lambda h: self.self_attn(h, h, h, self_mask, training), training)
+        # queries from the decoder, keys and values from the encoder's output
+        x, cross_w = self.sub_cross(x, lambda h: self.cross_attn(h, memory, memory, memory_mask, training), training)
+        x, _ = self.sub_ff(x, lambda h: (self.ff(h, training), None), training)
+        return x, self_w, cross_w
+
+
+def source_mask(src: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """Keep-mask of the real (non-padding) source tokens, for every query.
+
+    Shapes: src (B, Ts) -> (B, 1, 1, Ts).
+    """
+    _check_ids("src", src, "(B, Ts)")
+    return (src != pad_id)[:, None, None, :]  # (B, 1, 1, Ts)
+
+
+def target_mask(tgt: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """Causal keep-mask (position i sees 0..i) combined with the target's padding.
+
+    Shapes: tgt (B, Tt) -> (B, 1, Tt, Tt).
+    """
+    _, t = _check_ids("tgt", tgt, "(B, Tt)")
+    keep = (tgt != pad_id)[:, None, None, :]  # (B, 1, 1, Tt)
+    return causal_mask(t).to(tgt.device)[None, None] & keep  # (B, 1, Tt, Tt)
+
+
+class Encoder(nn.Module):
+    """Token embedding * sqrt(D) + sinusoidal positions, dropout, L encoder blocks (+ final LN if pre-LN).
+
+    Shapes: forward(src (B, Ts), src_mask to (B, H, Ts, Ts)) -> memory (B, Ts, D), L weights (B, H, Ts, Ts).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.config = c
+        self.embedding = Embedding(c.src_vocab_size, c.d_model)
+        self.positions = SinusoidalEncoding(c.max_len, c.d_model)
+        self.blocks = nn.ModuleList(
+            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps)
+            for _ in range(c.num_encoder_layers)
+        )
+        self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps) if c.norm_first else None
+
+    def forward(self, src: torch.Tensor, src_mask: torch.Tensor | None = None, training: bool | None = None):
+        training = self.training if training is None else training
+        _check_ids("src", src, "(B, Ts)")
+        x = _dropout(self.positions(self.embedding(src)), self.config.dropout, training)  # (B, Ts, D)
+        weights = []
+        for block in self.blocks:
+            x, w = block(x, src_mask, training)
+            weights.append(w)
+        return (self.final_norm(x) if self.final_norm is not None else x), weights
+
+
+class Decoder(nn.Module):
+    """Target embedding + positions, L decoder blocks, then the projection to vocabulary logits.
+
+    With ``tie_embeddings`` the projection is the target embedding table, transposed.
+    Shapes: forward(tgt (B, Tt), memory (B, Ts, D), tgt_mask, memory_mask)
+    -> logits (B, Tt, V), L self weights (B, H, Tt, Tt), L cross weights (B, H, Tt, Ts).
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        c = config
+        self.config = c
+        self.embedding = Embedding(c.tgt_vocab_size, c.d_model)
+        self.positions = SinusoidalEncoding(c.max_len, c.d_model)
+        self.blocks = nn.ModuleList(
+            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps)
+            for _ in range(c.num_decoder_layers)
+        )
+        self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps) if c.norm_first else None
+        self.out = None if c.tie_embeddings else Linear(c.d_model, c.tgt_vocab_size)
+        self.out_bias = nn.Parameter(torch.zeros(c.tgt_vocab_size)) if c.tie_embeddings else None
+
+    def forward(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        training: bool | None = None,
+    ):
+        training = self.training if training is None else training
+        _check_ids("tgt", tgt, "(B, Tt)")
+        x = _dropout(self.positions(self.embedding(tgt)), self.config.dropout, training)  # (B, Tt, D)
+        self_ws, cross_ws = [], []
+        for block in self.blocks:
+            x, sw, cw = block(x, memory, tgt_mask, memory_mask, training)
+            self_ws.append(sw)
+            cross_ws.append(cw)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        logits = self.out(x) if self.out is not None else x @ self.embedding.table.T + self.out_bias  # (B, Tt, V)
+        return logits, self_ws, cross_ws
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer: encode the source once, decode the target with teacher forcing.
+
+    Shapes: forward(src (B, Ts), tgt_in (B, Tt)) -> logits (B, Tt, V), attention
+    {"encoder": L x (B, H, Ts, Ts), "decoder_self": L x (B, H, Tt, Tt), "cross": L x (B, H, Tt, Ts)}.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        if not isinstance(config, TransformerConfig):
+            raise ValueError(f"config: expected a TransformerConfig, got {type(config).__name__}")
+        self.config = config
+        self.encoder = Encoder(config)
+        self.decoder = Decoder(config)
+
+    def encode(self, src: torch.Tensor, training: bool | None = None):
+        """Shapes: src (B, Ts) -> memory (B, Ts, D), src keep-mask (B, 1, 1, Ts), L encoder weights."""
+        keep = source_mask(src)
+        memory, weights = self.encoder(src, keep, training)
+        return memory, keep, weights
+
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor, src_keep: torch.Tensor, training: bool | None = None):
+        """Shapes: tgt_in (B, Tt), memory (B, Ts, D), src_keep (B, 1, 1, Ts) -> logits (B, Tt, V), self and cross weights."""
+        return self.decoder(tgt_in, memory, target_mask(tgt_in), src_keep, training)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, training: bool | None = None):
+        s, t = _check_ids("src", src, "(B, Ts)"), _check_ids("tgt_in", tgt_in, "(B, Tt)")
+        if s[0] != t[0]:
+            raise ValueError(f"tgt_in: expected (B, Tt) with B={s[0]} like src {s}, got {t}")
+        memory, keep, enc_w = self.encode(src, training)
+        logits, self_w, cross_w = self.decode(tgt_in, memory, keep, training)
+        return logits, {"encoder": enc_w, "decoder_self": self_w, "cross": cross_w}
+
+
+def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, pad_id: int = 0) -> torch.Tensor:
+    """Cross-entropy against a smoothed target: 1 - smoothing on the right token, the rest spread evenly.
+
+    The smoothed distribution puts ``smoothing / (V - 1)`` on every other token
+    (padding included, as in common implementations; padding positions are
+    left out of the mean). ``smoothing=0`` gives the plain cross-entropy.
+    Shapes: logits (B, T, V), targets (B, T) -> scalar (mean over non-padding tokens).
+    """
+    if not 0.0 <= smoothing < 1.0:
+        raise ValueError(f"smoothing: expected a number in [0, 1), got {smoothing!r}")
+    ls, ts = _checks.shape_of(logits), _checks.shape_of(targets)
+    if len(ls) != 3 or ls[:2] != ts:
+        raise ValueError(f"targets: expected (B, T) = {ls[:2]} from logits {ls} (B, T, V), got {ts}")
+    v = ls[-1]
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    nll = -logp.gather(-1, targets[..., None].long())[..., 0]  # (B, T)
+    others = -(logp.sum(dim=-1)) - nll  # (B, T) minus log-probs of the wrong tokens, summed
+    per_token = (1.0 - smoothing) * nll + smoothing / (v - 1) * others
+    keep = (targets != pad_id).float()
+    return (per_token * keep).sum() / keep.sum().clamp(min=1.0)
+
+
+def _device(model: nn.Module) -> torch.device:
+    return next(model.parameters()).device
+
+
+def train_transformer(
+    model: Transformer,
+    src: np.ndarray,
+    tgt_in: np.ndarray,
+    tgt_out: np.ndarray,
+    epochs: int = 10,
+    batch_size: int = 64,
+    warmup_steps: int = 400,
+    lr_scale: float = 1.0,
+    smoothing: float = 0.1,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    progress: bool = True,
+    on_epoch_end: Callable[[int], dict] | None = None,
+) -> dict[str, list[float]]:
+    """Teacher-forced training: Adam (0.9, 0.98, 1e-9), the warm-up schedule, label smoothing, clipping at 1.
+
+    Batches are drawn by a NumPy generator seeded with ``seed``, so both twins
+    see the same batches. Stops early after ``max_seconds``. Returns
+    ``{"loss": per epoch, "seconds": elapsed at each epoch end, "lr": per step, ...}``.
+    Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
+    """
+    from tqdm.auto import tqdm
+
+    if not (len(src) == len(tgt_in) == len(tgt_out)):
+        raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
+    device = _device(model)
+    d_model = model.config.d_model
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    rng = np.random.default_rng(seed)
+    history: dict[str, list[float]] = {"loss": [], "seconds": [], "lr": []}
+    n_batches = math.ceil(len(src) / batch_size)
+    start, step = time.perf_counter(), 0
+    for epoch in range(epochs):
+        model.train()
+        order = rng.permutation(len(src))
+        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
+        for b in bar:
+            step += 1
+            lr = warmup_schedule(step, d_model, warmup_steps, lr_scale)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            idx = order[b * batch_size : (b + 1) * batch_size]
+            logits, _ = model(torch.as_tensor(src[idx], device=device), torch.as_tensor(tgt_in[idx], device=device))
+            loss = label_smoothing_loss(logits, torch.as_tensor(tgt_out[idx], device=device), smoothing)
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            total += float(loss.detach())
+            history["lr"].append(lr)
+            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
+        history["loss"].append(total / n_batches)
+        history["seconds"].append(time.perf_counter() - start)
+        model.eval()
+        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
+            history.setdefault(key, []).append(float(value))
+        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+            break
+    model.eval()
+    return history
+
+
+def _next_log_probs(model: Transformer, src: np.ndarray, batch_size: int):
+    """Encode ``src`` once (in chunks); return f(rows, prefixes) -> next-token log-probs."""
+    device = _device(model)
+    with torch.no_grad():
+        parts = [model.encode(torch.as_tensor(np.asarray(src[i : i + batch_size]), device=device), False)[:2]
+                 for i in range(0, len(src), batch_size)]
+    memory = torch.cat([p[0] for p in parts])  # (N, Ts, D)
+    keep = torch.cat([p[1] for p in parts])  # (N, 1, 1, Ts)
+
+    @torch.no_grad()
+    def fn(rows: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+        out = []
+        for i in range(0, len(rows), batch_size):
+            r = torch.as_tensor(rows[i : i + batch_size], device=device)
+            p = torch.as_tensor(prefixes[i : i + batch_size], device=device)
+            logits, _, _ = model.decode(p, memory[r], keep[r], False)
+            out.append(torch.log_softmax(logits[:, -1].float(), dim=-1).cpu().numpy())  # (b, V)
+        return np.concatenate(out)
+
+    return fn
+
+
+def greedy_decode(
+    model: Transformer, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 256
+) -> np.ndarray:
+    """Decode by feeding back the most likely token at every step (no teacher forcing).
+
+    The source is encoded once; each step re-runs the decoder on the prefix so far.
+    After <eos> a row emits padding (0).
+    Shapes: src (B, Ts) -> tokens (B, max_len).
+    """
+    _check_ids("src", torch.as_tensor(np.asarray(src)), "(B, Ts)")
+    model.eval()
+    return greedy_search(_next_log_probs(model, np.asarray(src), batch_size), len(src), max_len, bos_id, eos_id)
+
+
+def beam_search(
+    model: Transformer,
+    src: np.ndarray,
+    max_len: int,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    bos_id: int = 1,
+    eos_id: int = 2,
+    batch_size: int = 256,
+) -> np.ndarray:
+    """Beam search with the GNMT length penalty ((5 + |Y|) / 6) ** alpha.
+
+    Shapes: src (B, Ts) -> tokens (B, max_len) (the best hypothesis of each source, padding after <eos>).
+    """
+    _check_ids("src", torch.as_tensor(np.asarray(src)), "(B, Ts)")
+    model.eval()
+    fn = _next_log_probs(model, np.asarray(src), batch_size)
+    return beam_search_loop(fn, len(src), max_len, beam_size, alpha, bos_id, eos_id)[0]
+
+
+def export_weights(model: nn.Module) -> dict[str, np.ndarray]:
+    """All weights as NumPy arrays under names both twins share (e.g. ``encoder.blocks.0.ff.linear1.w``).
+
+    Shapes: every array keeps its parameter's shape (x @ W convention).
+    """
+    return {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
+
+
+def load_weights(model: nn.Module, weights: dict[str, np.ndarray]) -> None:
+    """Copy arrays from ``export_weights`` (of either twin) into ``model``, checking names and shapes.
+
+    Shapes: each array must have the shape of the parameter of the same name.
+    """
+    params = dict(model.named_parameters())
+    missing, unexpected = sorted(set(params) - set(weights)), sorted(set(weights) - set(params))
+    if missing or unexpected:
+        raise ValueError(f"weights: expected the names of the model's parameters; missing {missing[:5]}, unexpected {unexpected[:5]}")
+    with torch.no_grad():
+        for name, p in params.items():
+            w = np.asarray(weights[name])
+            if tuple(w.shape) != tuple(p.shape):
+                raise ValueError(f"weights[{name!r}]: expected shape {tuple(p.shape)}, got {tuple(w.shape)}")
+            p.copy_(torch.as_tensor(w, dtype=p.dtype))
