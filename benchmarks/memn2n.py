@@ -24,6 +24,41 @@ from pathlib import Path
 import numpy as np
 
 
+# Sukhbaatar et al. (2015), Table 1, column "PE LS RN" (1k training questions per task,
+# one model per task, best of 10 runs by training error): test error in percent.
+PAPER_PE_LS_RN = [0.0, 8.3, 40.3, 2.8, 13.1, 7.6, 17.3, 10.0, 13.2, 15.1,
+                  0.9, 0.2, 0.4, 1.7, 0.0, 1.3, 51.0, 11.1, 82.8, 0.0]  # mean 13.9, 11 failed
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def write_table(out: Path) -> str:
+    """Render results/memn2n_{pytorch,tensorflow}.json beside the paper's PE LS RN column."""
+    runs = {}
+    for fw in ("pytorch", "tensorflow"):
+        path = RESULTS / f"memn2n_{fw}.json"
+        if path.exists():
+            runs[fw] = json.loads(path.read_text())
+    lines = ["| task | paper PE LS RN | " + " | ".join(runs) + " |", "|---|---|" + "---|" * len(runs)]
+    for task in range(1, 21):
+        cells = [f"{runs[fw]['tasks'][str(task)]['test_error']:.1f}" if str(task) in runs[fw]["tasks"] else "-"
+                 for fw in runs]
+        lines.append(f"| {task} | {PAPER_PE_LS_RN[task - 1]:.1f} | " + " | ".join(cells) + " |")
+    lines.append("| **mean error (%)** | 13.9 | " + " | ".join(f"{r['mean_error']:.1f}" for r in runs.values()) + " |")
+    lines.append("| **failed tasks (> 5%)** | 11 | " + " | ".join(str(r["failed_tasks"]) for r in runs.values()) + " |")
+    lines.append("| **runs per task** | 10 | " + " | ".join(str(r["settings"]["runs"]) for r in runs.values()) + " |")
+    lines.append("| **CPU seconds, all tasks** | - | " + " | ".join(f"{r['cpu_seconds']:.0f}" for r in runs.values()) + " |")
+    lines.append("| **wall seconds, all tasks** | - | " + " | ".join(f"{r['seconds']:.0f}" for r in runs.values()) + " |")
+    table = "\n".join(lines) + "\n"
+    text = out.read_text() if out.exists() else ""
+    start, end = "<!-- table:start -->", "<!-- table:end -->"
+    if start in text and end in text:
+        text = text.split(start)[0] + start + "\n" + table + end + text.split(end, 1)[1]
+    else:
+        text = text + start + "\n" + table + end + "\n"
+    out.write_text(text)
+    return table
+
+
 def parse_tasks(text: str) -> list[int]:
     """'1-20' or '1,2,16' or '3' -> task numbers, each checked to be 1..20."""
     tasks: list[int] = []
@@ -80,8 +115,9 @@ def run_task(framework: str, arrays: dict, vocab_size: int, args: argparse.Names
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--framework", choices=("pytorch", "tensorflow"), required=True)
-    parser.add_argument("--babi-dir", required=True, help="folder with qa{N}_*_{train,test}.txt (bAbI v1.2 en)")
+    parser.add_argument("--framework", choices=("pytorch", "tensorflow"))
+    parser.add_argument("--babi-dir", help="folder with qa{N}_*_{train,test}.txt (bAbI v1.2 en)")
+    parser.add_argument("--table", default=None, help="only render the recorded results into this markdown file")
     parser.add_argument("--tasks", default="1-20")
     parser.add_argument("--json", default=None, help="write the results to this file")
     parser.add_argument("--runs", type=int, default=1, help="runs per task; the lowest validation error is kept")
@@ -91,6 +127,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--memory-size", type=int, default=50)
     parser.add_argument("--threads", type=int, default=1, help="CPU threads for the framework")
     args = parser.parse_args(argv)
+    if args.table:
+        print(write_table(Path(args.table)))
+        return {}
+    if not args.framework or not args.babi_dir:
+        parser.error("--framework and --babi-dir are required to run the benchmark")
     tasks = parse_tasks(args.tasks)
     os.environ.setdefault("COURSE_THREADS", str(args.threads))
     if args.framework == "pytorch":
