@@ -149,3 +149,34 @@ def test_layers_agree_across_frameworks_and_refuse_long_inputs() -> None:
             layer(arr)
     with pytest.raises(ValueError, match="D=32"):
         t_emb(torch.zeros(1, 4, 8))
+
+
+def test_non_twin_modules_import_no_framework() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, utils.positional, utils.positional.numpy_ref, utils.positional.explorer, utils.attention.masks\n"
+        "print(','.join(m for m in ('torch', 'tensorflow', 'keras', 'jax') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"these modules pulled in frameworks: {out.stdout.strip()}"
+
+
+def test_explorer_draws_the_numbers_it_reports() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from utils.positional import explorer
+
+    pe = ref.sinusoidal_encoding(T_MAX, D)
+    fig, info = explorer.draw_encoding(pe, dim=5, offset=3, position=10)
+    plt.close(fig)
+    assert info["similarity"] == pytest.approx(float(pe[10] @ pe[13]))
+    assert info["wavelength"] == pytest.approx(2 * np.pi / ref.frequencies(D)[2], rel=1e-4)  # dim 5 is in pair 2
+    with pytest.raises(ValueError, match="offset"):
+        explorer.draw_encoding(pe, dim=0, offset=T_MAX, position=10)
+    with pytest.raises(ValueError, match="dim"):
+        explorer.draw_encoding(pe, dim=D, offset=1)
