@@ -89,8 +89,9 @@ def test_padding_changes_nothing_and_gets_no_attention() -> None:
     tm, _ = _pair("additive")
     src, tgt_in = _batch()
     wider = np.concatenate([src, np.zeros((4, 3), dtype=src.dtype)], axis=1)
-    a, wa = tm(torch.as_tensor(src), torch.as_tensor(tgt_in))
-    b, wb = tm(torch.as_tensor(wider), torch.as_tensor(tgt_in))
+    with torch.no_grad():
+        a, wa = tm(torch.as_tensor(src), torch.as_tensor(tgt_in))
+        b, wb = tm(torch.as_tensor(wider), torch.as_tensor(tgt_in))
     assert torch.allclose(a, b, atol=1e-6)
     assert float(wb[..., 7:].abs().max()) == 0.0
     assert float(wb[2, :, 2:].abs().max()) == 0.0, "padding of a short source got attention"
@@ -184,3 +185,20 @@ def test_metrics() -> None:
     assert acc[0] == 0.5 and np.isnan(acc[1]) and acc[2] == 1.0
     with pytest.raises(ValueError, match="bins"):
         metrics.accuracy_by_length([1], [1], [5, 2])
+
+
+def test_decode_step_explorer_draws_and_checks_shapes() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from utils.seq2seq import explorer
+
+    w = np.full((3, 4), 0.25)
+    w[1] = [0, 0, 1, 0]
+    fig = explorer.draw_decode_step(list("abcd"), list("xy") + ["<eos>"], w, step=1)
+    bars = fig.axes[1].patches
+    assert [b.get_height() for b in bars] == [0, 0, 1, 0], "the bars should show the weights of the chosen step"
+    with pytest.raises(ValueError, match="weights"):
+        explorer.draw_decode_step(list("abc"), list("xy"), w, step=0)
+    with pytest.raises(ValueError, match="step"):
+        explorer.draw_decode_step(list("abcd"), list("xyz"), w, step=3)

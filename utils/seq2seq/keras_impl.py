@@ -25,7 +25,6 @@ from ..attention import _checks  # noqa: E402
 from ..attention import keras_impl as attn  # noqa: E402
 
 __all__ = [
-    "SCORES",
     "Encoder",
     "DecoderAttention",
     "Decoder",
@@ -35,7 +34,7 @@ __all__ = [
     "greedy_decode",
 ]
 
-SCORES = ("additive", "dot", "general", "none")
+SCORES = ("additive", "dot", "general", "none")  # the values of ``attention`` (a constant, not in __all__)
 Tensor = Any
 
 

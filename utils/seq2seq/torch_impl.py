@@ -18,7 +18,6 @@ from ..attention import _checks
 from ..attention import torch_impl as attn
 
 __all__ = [
-    "SCORES",
     "Encoder",
     "DecoderAttention",
     "Decoder",
@@ -28,7 +27,7 @@ __all__ = [
     "greedy_decode",
 ]
 
-SCORES = ("additive", "dot", "general", "none")
+SCORES = ("additive", "dot", "general", "none")  # the values of ``attention`` (a constant, not in __all__)
 
 
 def _check_ids(name: str, ids: torch.Tensor, layout: str = "(B, T)") -> None:
