@@ -50,10 +50,14 @@ def lr_at(cfg: TrainConfig, epoch: int, linear: bool) -> float:
 
 
 def switch_off_linear(history: dict[str, list], cfg: TrainConfig) -> bool:
-    """True when the linear phase should end: validation loss rose, or the phase ran long."""
+    """True when the linear phase should end: validation loss stopped falling, or the phase ran long.
+
+    The phase never takes more than half of the epochs: the model is used with its softmax,
+    so it must be trained with it.
+    """
     n = sum(history["linear"])
     losses = history["valid loss"]
-    if n >= cfg.max_linear_epochs:
+    if n >= min(cfg.max_linear_epochs, max(1, cfg.epochs // 2)):  # at least half the epochs with the softmax
         return True
     best_at = int(np.argmin(losses))
     return len(losses) - 1 - best_at >= cfg.linear_patience
