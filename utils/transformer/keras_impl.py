@@ -418,7 +418,8 @@ def train_transformer(
     """Teacher-forced training: Adam (0.9, 0.98, 1e-9), the warm-up schedule, label smoothing, clipping at 1.
 
     Batches are drawn by a NumPy generator seeded with ``seed``, so both twins
-    see the same batches. Stops early after ``max_seconds``. Returns
+    see the same batches. Stops early after ``max_seconds``, or when
+    ``on_epoch_end(epoch)`` returns a dict with a true ``"stop"``. Returns
     ``{"loss": per epoch, "seconds": elapsed at each epoch end, "lr": per step, ...}``.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
@@ -459,9 +460,11 @@ def train_transformer(
             bar.set_postfix(loss=f"{total / (b + 1):.4f}")
         history["loss"].append(total / n_batches)
         history["seconds"].append(time.perf_counter() - start)
-        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
+        extra = dict(on_epoch_end(epoch) or {}) if on_epoch_end else {}
+        stop = bool(extra.pop("stop", False))
+        for key, value in extra.items():
             history.setdefault(key, []).append(float(value))
-        if max_seconds is not None and time.perf_counter() - start > max_seconds:
+        if stop or (max_seconds is not None and time.perf_counter() - start > max_seconds):
             break
     return history
 

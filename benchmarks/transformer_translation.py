@@ -1,0 +1,137 @@
+"""Train the course's Transformer on a parallel corpus within a time budget and report corpus BLEU.
+
+    python -m benchmarks.transformer_translation --framework pytorch \
+        --train-src train.en --train-tgt train.es --test-src test.en --test-tgt test.es \
+        [--minutes 30] [--json FILE]
+    python -m benchmarks.transformer_translation --framework tensorflow \
+        --train-tsv train.tsv --test-tsv test.tsv [--columns 0 1]
+
+Files are read with ``utils.data.parallel.read_parallel`` (one sentence per line
+in two files, or one tab-separated file per split). Tokens are lower-cased words
+and punctuation marks; BLEU (sacrebleu, default 13a tokeniser) compares the
+detokenised-by-spaces output with the test references tokenised the same way.
+Prints BLEU, a few translations and the seconds taken; ``--json`` writes
+``{"framework", "bleu", "seconds", "train_pairs", ...}``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--framework", choices=("pytorch", "tensorflow"), required=True)
+    p.add_argument("--train-src"), p.add_argument("--train-tgt")
+    p.add_argument("--test-src"), p.add_argument("--test-tgt")
+    p.add_argument("--train-tsv"), p.add_argument("--test-tsv")
+    p.add_argument("--columns", type=int, nargs=2, default=(0, 1), help="source and target columns of a TSV file")
+    p.add_argument("--minutes", type=float, default=30.0, help="training budget in minutes (evaluation not included)")
+    p.add_argument("--max-len", type=int, default=20, help="drop pairs longer than this many tokens")
+    p.add_argument("--max-vocab", type=int, default=8000)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--warmup", type=int, default=1000)
+    p.add_argument("--lr-scale", type=float, default=1.0)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--beam", type=int, default=0, help="beam size (0 = greedy decoding)")
+    p.add_argument("--max-test", type=int, default=2000, help="evaluate on at most this many test pairs")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json")
+    args = p.parse_args(argv)
+    two_files = args.train_src and args.train_tgt and args.test_src and args.test_tgt
+    tsv = args.train_tsv and args.test_tsv
+    if not (two_files or tsv):
+        p.error("give --train-src/--train-tgt/--test-src/--test-tgt, or --train-tsv/--test-tsv")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    from utils import runtime
+    from utils.data.parallel import load_parallel, read_parallel
+
+    runtime.setup(args.framework, seed=args.seed)
+    if args.framework == "pytorch":
+        import torch
+
+        from utils.transformer import torch_impl as X
+    else:
+        from utils.transformer import keras_impl as X
+    from utils.transformer.common import TransformerConfig
+
+    start = time.perf_counter()
+    cols = tuple(args.columns)
+    if args.train_tsv:
+        train_pairs = read_parallel(args.train_tsv, columns=cols)
+        test_pairs = read_parallel(args.test_tsv, columns=cols)
+    else:
+        train_pairs = read_parallel(args.train_src, args.train_tgt)
+        test_pairs = read_parallel(args.test_src, args.test_tgt)
+    train = load_parallel(train_pairs, lower=True, max_vocab=args.max_vocab, max_len=args.max_len)
+    test_pairs = test_pairs[: args.max_test]
+    test = load_parallel(test_pairs, lower=True, src_vocab=train.src_vocab, tgt_vocab=train.tgt_vocab)
+    print(f"train pairs {len(train)} (of {len(train_pairs)}, max_len {args.max_len}), test pairs {len(test)}, "
+          f"vocab {len(train.src_vocab)} / {len(train.tgt_vocab)}")
+    config = TransformerConfig(
+        len(train.src_vocab), len(train.tgt_vocab), d_model=args.d_model, num_heads=args.heads,
+        d_ff=4 * args.d_model, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
+        max_len=max(train.src.shape[1], test.src.shape[1], train.tgt_in.shape[1], 2 * args.max_len) + 2,
+        dropout=args.dropout, tie_embeddings=True,
+    )
+    model = X.Transformer(config)
+    if args.framework == "pytorch":
+        model = model.to(runtime.device("pytorch"))
+    t0 = time.perf_counter()
+    history = X.train_transformer(
+        model, train.src, train.tgt_in, train.tgt_out, epochs=10_000, batch_size=args.batch_size,
+        warmup_steps=args.warmup, lr_scale=args.lr_scale, smoothing=0.1, seed=args.seed,
+        max_seconds=args.minutes * 60, progress=sys.stderr.isatty(),
+        on_epoch_end=lambda e: print(f"  epoch {e + 1}: {time.perf_counter() - t0:7.1f} s") or {},
+    )
+    train_seconds = time.perf_counter() - t0
+    for e, (loss, s) in enumerate(zip(history["loss"], history["seconds"]), 1):
+        print(f"epoch {e:3d}  loss {loss:.4f}  at {s:7.1f} s")
+    t1 = time.perf_counter()
+    max_out = min(config.max_len - 1, test.tgt_out.shape[1] + 10)
+    if args.beam > 0:
+        ids = X.beam_search(model, test.src, max_out, beam_size=args.beam, alpha=0.6)
+    else:
+        ids = X.greedy_decode(model, test.src, max_out)
+    decode_seconds = time.perf_counter() - t1
+    hyps = [train.decode_target(row) for row in ids]
+    refs = [train.decode_target(row) for row in test.tgt_out]  # the reference, tokenised like the output
+    import sacrebleu
+
+    bleu = sacrebleu.corpus_bleu(hyps, [refs]).score
+    seconds = time.perf_counter() - start
+    print("\nexamples:")
+    for (s, t), h in list(zip(test.pairs, hyps))[:8]:
+        print(f"  src: {s}\n  ref: {t}\n  out: {h}\n")
+    print(f"BLEU {bleu:.2f}  ({'beam ' + str(args.beam) if args.beam else 'greedy'}) on {len(test)} test pairs; "
+          f"training {train_seconds:.0f} s ({len(history['loss'])} epochs, {len(history['lr'])} steps), "
+          f"decoding {decode_seconds:.0f} s, total {seconds:.0f} s")
+    result = {
+        "framework": args.framework, "bleu": round(bleu, 2), "seconds": round(seconds, 1),
+        "train_pairs": len(train), "test_pairs": len(test), "train_seconds": round(train_seconds, 1),
+        "decode_seconds": round(decode_seconds, 1), "epochs": len(history["loss"]), "steps": len(history["lr"]),
+        "final_loss": round(history["loss"][-1], 4), "minutes_budget": args.minutes, "decoding": f"beam {args.beam}" if args.beam else "greedy",
+        "config": config.to_dict(), "threads": os.environ.get("COURSE_THREADS"),
+        "examples": [{"src": s, "ref": t, "out": h} for (s, t), h in list(zip(test.pairs, hyps))[:5]],
+    }
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(result, indent=1, ensure_ascii=False))
+    return result
+
+
+if __name__ == "__main__":
+    main()
