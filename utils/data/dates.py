@@ -19,7 +19,7 @@ Everything is generated from a seed with NumPy: no download, no framework.
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -51,7 +51,7 @@ def _ordinal(day: int) -> str:
 
 
 # Each format is a function of the date's parts. Names say what they produce for 1998-03-03.
-FORMATS: dict[str, callable] = {
+FORMATS: dict[str, Callable[[_dt.date], str]] = {
     "D Month YYYY": lambda d: f"{d.day} {MONTHS[d.month - 1]} {d.year}",           # 3 March 1998
     "Dth of Month YYYY": lambda d: f"{_ordinal(d.day)} of {MONTHS[d.month - 1]} {d.year}",  # 3rd of March 1998
     "Weekday Dth of Month YYYY": lambda d: (

@@ -7,7 +7,6 @@ See ``utils/seq2seq/__init__.py`` for the equations.
 """
 from __future__ import annotations
 
-import math
 from typing import Callable
 
 import numpy as np
