@@ -382,7 +382,7 @@ def train_transformer(
     """Teacher-forced training: Adam (0.9, 0.98, 1e-9), the warm-up schedule, label smoothing, clipping at 1.
 
     Batches are drawn by a NumPy generator seeded with ``seed``, so both twins
-    see the same batches. Stops early after ``max_seconds``, or when
+    see the same batches. Stops after ``max_seconds`` (checked after every step), or when
     ``on_epoch_end(epoch)`` returns a dict with a true ``"stop"``. Returns
     ``{"loss": per epoch, "seconds": elapsed at each epoch end, "lr": per step, ...}``.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
@@ -417,7 +417,9 @@ def train_transformer(
             total += float(loss.detach())
             history["lr"].append(lr)
             bar.set_postfix(loss=f"{total / (b + 1):.4f}")
-        history["loss"].append(total / n_batches)
+            if max_seconds is not None and time.perf_counter() - start > max_seconds:
+                break  # out of time in the middle of an epoch
+        history["loss"].append(total / (b + 1))
         history["seconds"].append(time.perf_counter() - start)
         model.eval()
         extra = dict(on_epoch_end(epoch) or {}) if on_epoch_end else {}
