@@ -342,3 +342,13 @@ def test_bad_input_names_the_argument():
 def test_sequence_accuracy():
     to = np.array([[5, 6, 2, 0], [7, 2, 0, 0]])
     assert sequence_accuracy(np.array([[5, 6, 2, 9], [7, 3, 2, 0]]), to) == 0.5
+
+
+def test_unlikely_early_endings_do_not_stop_the_search():
+    # A confident model: the right answer is 4 4 4 4 <eos>; at every step <eos> is the runner-up.
+    # Stopping at K finished hypotheses would return one of those unlikely early endings.
+    step = {4: 0.9, 2: 0.05, 5: 0.03, 3: 0.02}
+    table = {(): step, (4,): step, (4, 4): step, (4, 4, 4): step, (4, 4, 4, 4): {2: 0.99, 4: 0.01}}
+    fn = _table_model(table)
+    best, _ = common.beam_search_loop(fn, 1, 8, beam_size=4, alpha=0.6)
+    assert best[0, :5].tolist() == [4, 4, 4, 4, 2], best

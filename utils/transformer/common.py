@@ -145,9 +145,9 @@ def beam_search_loop(
     prefixes are extended by every token; the best 2K extensions are read in
     order: one ending in <eos> among the best K becomes a finished hypothesis
     scored log P / lp(length) (as in fairseq), the others fill the K live slots.
-    A source stops when it has K finished hypotheses (or, with alpha = 0, when
-    no live prefix can still beat its best finished one); at max_len the live
-    prefixes count as finished.
+    A source stops when no live prefix can still beat its best finished
+    hypothesis, even at the most favourable length penalty lp(max_len); at
+    max_len the live prefixes count as finished.
     Shapes: returns tokens (B, max_len) (the best hypothesis, <eos> included, then padding) and scores (B,).
     """
     _positive_int("max_len", max_len)
@@ -184,13 +184,15 @@ def beam_search_loop(
                     new_prefixes[i, slot, -1] = token
                     new_scores[i, slot] = s
                     slot += 1
-            # Stop when K hypotheses are done, or when the best live one, even at
-            # the most favourable length penalty, cannot beat the best finished one.
+            # Stop when no live prefix can still win: log-probabilities only fall as a
+            # prefix grows, and the most a longer output can gain is the largest length
+            # penalty, lp(max_len). (Stopping at K finished hypotheses instead lets
+            # unlikely early <eos> endings end the search before the right answer is done.)
             best_live = new_scores[i].max()
-            if len(finished[i]) >= k:
-                active[i] = False
-            elif finished[i] and alpha == 0 and best_live < max(f[0] for f in finished[i]):
-                active[i] = False  # log-probs only fall as a prefix grows
+            if finished[i]:
+                best_done = max(f[0] for f in finished[i])
+                if not np.isfinite(best_live) or best_done >= best_live / length_penalty(max_len, alpha):
+                    active[i] = False
         prefixes, scores = new_prefixes, new_scores
         if not active.any():
             break
