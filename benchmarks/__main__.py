@@ -17,6 +17,8 @@ RESULTS = Path(__file__).resolve().parent / "results"
 # name -> list of argument lists; each run writes its JSON under benchmarks/results/
 RUNS: dict[str, list[list[str]]] = {
     "notebooks": [["--profile", "cpu", "--json", str(RESULTS / "notebooks_cpu.json")]],
+    "attention_speed": [["--json", str(RESULTS / "attention_speed.json")]],
+    "seq2seq_dates": [["--framework", fw, "--json", str(RESULTS / f"seq2seq_dates_{fw}.json")] for fw in ("pytorch", "tensorflow")],
 }
 
 
@@ -32,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         for args in RUNS[name]:
             print(f"== python -m benchmarks.{name} {' '.join(args)}", flush=True)
             code = module.main(args)
-            if code:
+            if isinstance(code, int) and code:  # some benchmarks return their results instead of a code
                 return code
     return 0
 
