@@ -303,6 +303,20 @@ def test_training_stops_after_max_seconds():
     assert len(h["loss"]) == 1 and len(h["lr"]) == 1, "max_seconds is checked after every step"
 
 
+@pytest.mark.parametrize("name", ["pytorch", "tensorflow"])
+def test_training_budget_counts_the_given_clock(name):
+    """A CPU-time budget (clock=time.process_time) must be honoured the same way: a fake clock that ticks
+    one second per reading stops the run after the step where the budget is passed."""
+    impl = T if name == "pytorch" else K
+    model = _pair(_config())[0 if name == "pytorch" else 1]
+    src, ti, to = reverse_task(64, 2, 5, 6, seed=0)
+    ticks = iter(range(10_000))
+    h = impl.train_transformer(model, src, ti, to, epochs=50, batch_size=16, max_seconds=2.5,
+                               clock=lambda: float(next(ticks)), progress=False)
+    # readings: 0 at the start, 1 after step 1, 2 after step 2, 3 after step 3 (> 2.5: stop)
+    assert len(h["lr"]) == 3 and len(h["loss"]) == 1, (len(h["lr"]), len(h["loss"]))
+
+
 # ---------------------------------------------------------------- bad input
 
 
