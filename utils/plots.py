@@ -48,13 +48,7 @@ def attention_heatmap(
             for j in range(w.shape[1]):
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center",
                         color="white" if w[i, j] < 0.6 * w.max() else "black", fontsize=8)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    return ax
+    return _label_image(ax, image, xlabel, ylabel, title, colorbar)
 
 
 def training_curves(
@@ -132,13 +126,7 @@ def matrix_heatmap(
     limit = float(np.abs(m).max()) or 1.0
     vmin, vmax = (-limit, limit) if symmetric else (float(m.min()), float(m.max()))
     image = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if title:
-        ax.set_title(title)
-    if colorbar:
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    return ax
+    return _label_image(ax, image, xlabel, ylabel, title, colorbar)
 
 
 def encoding_waves(
@@ -203,4 +191,15 @@ def cost_curves(
     ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
+    return ax
+
+
+def _label_image(ax: plt.Axes, image: Any, xlabel: str, ylabel: str, title: str | None, colorbar: bool) -> plt.Axes:
+    """Axis labels, optional title and colour bar of an ``imshow`` picture."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if colorbar:
+        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
     return ax
