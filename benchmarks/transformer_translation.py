@@ -60,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
+    try:  # fail now, not after the training budget has been spent
+        import sacrebleu
+    except ImportError:
+        raise SystemExit("transformer_translation needs sacrebleu for BLEU: pip install 'sacrebleu>=2.3' "
+                         "(it comes with the course's dev extras: pip install -e '.[dev]')") from None
     from utils import runtime
     from utils.data.parallel import load_parallel, read_parallel, tokenize
 
@@ -123,8 +128,6 @@ def main(argv: list[str] | None = None) -> dict:
     # references: the raw test sentences, lower-cased and tokenised like the output, with every
     # word kept (out-of-vocabulary words are NOT mapped to <unk>, which would inflate BLEU)
     refs = [" ".join(tokenize(t, "word", lower=True)) for _, t in test.pairs]
-    import sacrebleu
-
     bleu = sacrebleu.corpus_bleu(hyps, [refs]).score
     seconds = time.perf_counter() - start
     print("\nexamples:")
