@@ -172,10 +172,23 @@ def test_weight_map_matches_transformers_on_a_tiny_checkpoint(tmp_path: Path) ->
 
 
 def test_weight_map_reads_pytorch_model_bin(tmp_path: Path) -> None:
-    folder = _tiny_hf_folder(tmp_path, safe=False)
-    if not (folder / "pytorch_model.bin").exists():
-        pytest.skip("this transformers version always writes safetensors")
-    _check_against(folder, _batch(6, vocab=70), ATOL_REF)
+    import shutil
+
+    from safetensors.torch import load_file
+
+    folder = _tiny_hf_folder(tmp_path)
+    bin_folder = tmp_path / "as_bin"
+    bin_folder.mkdir()
+    shutil.copy(folder / "config.json", bin_folder / "config.json")
+    state = {f"bert.{k}": v for k, v in load_file(str(folder / "model.safetensors")).items()}  # as a task model saves it
+    torch.save(state, bin_folder / "pytorch_model.bin")
+    batch = _batch(6, vocab=70)
+    ref_seq, ref_pool = _reference(folder, batch)
+    model, _ = T.load_pretrained(bin_folder)
+    with torch.no_grad():
+        seq, pool, _ = model(batch)
+    err = max(_max_diff(seq.numpy(), ref_seq, batch["padding_mask"]), _max_diff(pool.numpy(), ref_pool))
+    assert err < ATOL_REF, f"weights read from pytorch_model.bin differ from the reference by {err:.2e}"
 
 
 def test_weight_map_names_a_missing_weight(tmp_path: Path) -> None:
@@ -373,3 +386,29 @@ def test_feed_forward_activation_is_checked() -> None:
     for impl in (TT, TK):
         with pytest.raises(ValueError, match="activation"):
             impl.FeedForward(8, 16, activation="swish")
+
+
+def test_stored_reference_outputs_are_current() -> None:
+    """The TensorFlow lesson compares with utils/bert/minilm_reference.npz; it must equal transformers' outputs."""
+    folder = _packaged_or_skip()
+    from tools.make_bert_reference import OUT, reference
+
+    stored = np.load(OUT)
+    fresh = reference(folder)
+    for key in ("token_ids", "segment_ids", "padding_mask"):
+        assert np.array_equal(stored[key], fresh[key]), f"{OUT.name}: {key} changed; run python -m tools.make_bert_reference"
+    for key in ("last_hidden_state", "pooler_output"):
+        err = _max_diff(stored[key], fresh[key])
+        assert err < 1e-5, f"{OUT.name}: {key} differs from transformers by {err:.2e}; run python -m tools.make_bert_reference"
+
+
+def test_benchmark_rejects_a_bad_eval_file(tmp_path: Path, capsys) -> None:
+    from benchmarks import bert_finetune
+
+    train = tmp_path / "train.tsv"
+    train.write_text("sentence\tlabel\ngood\t1\nbad\t0\n", encoding="utf-8")
+    bad = tmp_path / "eval.tsv"
+    bad.write_text("sentence\tlabel\ngood\t1\nhmm\tpositive\n", encoding="utf-8")
+    code = bert_finetune.main(["--framework", "pytorch", "--train", str(train), "--eval", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2 and "eval.tsv, line 3: expected label 0 or 1, got 'positive'" in err, err

@@ -427,7 +427,6 @@ def pretrain_mlm(
     rng = np.random.default_rng(seed)
     pad_id = model.config.pad_id
 
-    @tf.function(reduce_retracing=True)
     def step_fn(inputs: Tensor, labels: Tensor, keep: Tensor) -> Tensor:
         with tf.GradientTape() as tape:
             logits, _ = model(inputs, None, keep, training=True)
@@ -520,7 +519,10 @@ def fine_tune(
         raise ValueError(f"inputs: expected {n} rows like labels, got {[len(np.asarray(v)) for v in inputs.values()]}")
     data = _Batches(inputs, y, batch_size, epochs, seed)
     optimizer, schedule = make_optimizer(model, peak_lr, len(data), warmup_fraction)
-    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    # A traced graph is rebuilt for every new batch width (about 20 s each on a CPU for
+    # MiniLM): worth it for a long run, not for a few steps, which run eagerly.
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=len(data) < 60, jit_compile=False)
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
     with tqdm(total=len(data), desc="fine-tuning (model.fit)", disable=not progress, leave=False) as bar:
         model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[_History(history, schedule, max_seconds, bar)])

