@@ -79,6 +79,8 @@ def test_twins_agree_after_fine_tuning_steps() -> None:
     km = K.BertClassifier(c)
     K.load_weights(km, T.export_weights(tm))
     b = _batch(3, b=16)
+    b["token_ids"][::3, 9:] = 0  # rows of different lengths: the twins batch padding differently
+    b["padding_mask"] = b["token_ids"] != 0
     y = np.random.default_rng(0).integers(0, 2, 16)
     with torch.no_grad():
         before = tm(b).numpy()
@@ -412,3 +414,16 @@ def test_benchmark_rejects_a_bad_eval_file(tmp_path: Path, capsys) -> None:
     code = bert_finetune.main(["--framework", "pytorch", "--train", str(train), "--eval", str(bad)])
     err = capsys.readouterr().err
     assert code == 2 and "eval.tsv, line 3: expected label 0 or 1, got 'positive'" in err, err
+
+
+def test_keras_fit_takes_batches_of_different_lengths() -> None:
+    """Regression: model.fit fixes the batch shape from the first batch, so batches must not be trimmed there."""
+    ids = np.full((16, 40), 0)
+    ids[:, :5] = np.random.default_rng(0).integers(5, 60, size=(16, 5))
+    ids[15, :] = 7  # one long row: in the PyTorch twin one batch is 40 wide, the others 16
+    batch = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": ids != 0}
+    y = np.arange(16) % 2
+    hist = K.fine_tune(K.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
+    assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()
+    hist = T.fine_tune(T.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
+    assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()

@@ -466,7 +466,10 @@ class _Batches(keras.utils.PyDataset):
     def __getitem__(self, k: int):
         epoch, b = divmod(k, self.per_epoch)
         idx = self.orders[epoch][b * self.batch_size : (b + 1) * self.batch_size]
-        return trim_rows(self.inputs, idx), self.labels[idx]
+        # Full width, not trimmed like the PyTorch twin's batches: model.fit's data pipeline
+        # fixes the shape from the first batch (and one width means one traced graph).
+        # Padding is masked, so the numbers are the same.
+        return {k: np.asarray(v)[idx] for k, v in self.inputs.items()}, self.labels[idx]
 
 
 class _History(keras.callbacks.Callback):
@@ -519,10 +522,9 @@ def fine_tune(
         raise ValueError(f"inputs: expected {n} rows like labels, got {[len(np.asarray(v)) for v in inputs.values()]}")
     data = _Batches(inputs, y, batch_size, epochs, seed)
     optimizer, schedule = make_optimizer(model, peak_lr, len(data), warmup_fraction)
-    # A traced graph is rebuilt for every new batch width (about 20 s each on a CPU for
-    # MiniLM): worth it for a long run, not for a few steps, which run eagerly.
-    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  run_eagerly=len(data) < 60, jit_compile=False)
+    # One batch width, so the step is traced once (about 20 s on a CPU for MiniLM); XLA is off
+    # because compiling it costs more than it saves here.
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
     with tqdm(total=len(data), desc="fine-tuning (model.fit)", disable=not progress, leave=False) as bar:
         model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[_History(history, schedule, max_seconds, bar)])
