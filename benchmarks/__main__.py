@@ -19,6 +19,7 @@ RUNS: dict[str, list[list[str]]] = {
     "notebooks": [["--profile", "cpu", "--json", str(RESULTS / "notebooks_cpu.json")]],
     "attention_speed": [["--json", str(RESULTS / "attention_speed.json")]],
     "seq2seq_dates": [["--framework", fw, "--json", str(RESULTS / f"seq2seq_dates_{fw}.json")] for fw in ("pytorch", "tensorflow")],
+    "bert_finetune": [["--framework", fw, "--json", str(RESULTS / f"bert_finetune_{fw}.json")] for fw in ("pytorch", "tensorflow")],
 }
 
 

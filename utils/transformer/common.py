@@ -70,6 +70,16 @@ class TransformerConfig:
         return asdict(self)
 
 
+ACTIVATIONS = ("relu", "gelu")
+
+
+def check_activation(activation: str) -> str:
+    """The feed-forward activation's name, checked: "relu" (the paper) or "gelu" (BERT)."""
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation: expected one of {ACTIVATIONS}, got {activation!r}")
+    return activation
+
+
 def warmup_schedule(step: int | np.ndarray, d_model: int, warmup_steps: int = 4000, scale: float = 1.0) -> np.ndarray | float:
     """The paper's learning rate: scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5).
 

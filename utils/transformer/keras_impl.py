@@ -24,7 +24,7 @@ from utils.attention import _checks  # noqa: E402
 from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
-from .common import TransformerConfig, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
+from .common import TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
 
 __all__ = [
     "warmup_schedule",
@@ -122,20 +122,23 @@ class _Dropout(keras.layers.Layer):
 
 
 class FeedForward(keras.layers.Layer):
-    """Position-wise feed-forward: the same two-layer ReLU network applied at every position.
+    """Position-wise feed-forward: the same two-layer network applied at every position.
 
+    ``activation``: "relu" (the paper) or "gelu" (BERT; the exact erf form).
     Shapes: call(x (B, T, D)) -> (B, T, D), via (B, T, F).
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, **kwargs: Any) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.linear1 = Linear(d_model, d_ff, name="linear1")
         self.linear2 = Linear(d_ff, d_model, name="linear2")
         self.dropout = float(dropout)
+        self.activation = check_activation(activation)
         self._drop = _Dropout(dropout)
 
     def call(self, x: Tensor, training: bool | None = None) -> Tensor:
-        h = ops.relu(self.linear1(x))  # (B, T, F)
+        h = self.linear1(x)  # (B, T, F)
+        h = ops.relu(h) if self.activation == "relu" else ops.gelu(h, approximate=False)
         return self.linear2(self._drop(h, training=training))  # (B, T, D)
 
 
@@ -171,11 +174,12 @@ class EncoderBlock(keras.layers.Layer):
         norm_first: bool = True,
         residual: bool = True,
         layer_norm_eps: float = 1e-5,
+        activation: str = "relu",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, name="self_attn")
-        self.ff = FeedForward(d_model, d_ff, dropout, name="ff")
+        self.ff = FeedForward(d_model, d_ff, dropout, activation, name="ff")
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_attn")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
 

@@ -19,7 +19,7 @@ from utils.attention import _checks
 from utils.attention.torch_impl import MultiHeadAttention, causal_mask
 from utils.positional.torch_impl import SinusoidalEncoding
 
-from .common import TransformerConfig, beam_search_loop, greedy_search, length_penalty, warmup_schedule
+from .common import TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
 
 __all__ = [
     "warmup_schedule",
@@ -109,20 +109,23 @@ def _dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward: the same two-layer ReLU network applied at every position.
+    """Position-wise feed-forward: the same two-layer network applied at every position.
 
+    ``activation``: "relu" (the paper) or "gelu" (BERT; the exact erf form).
     Shapes: forward(x (B, T, D)) -> (B, T, D), via (B, T, F).
     """
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu") -> None:
         super().__init__()
         self.linear1 = Linear(d_model, d_ff)
         self.linear2 = Linear(d_ff, d_model)
         self.dropout = float(dropout)
+        self.activation = check_activation(activation)
 
     def forward(self, x: torch.Tensor, training: bool | None = None) -> torch.Tensor:
         training = self.training if training is None else training
-        h = torch.relu(self.linear1(x))  # (B, T, F)
+        h = self.linear1(x)  # (B, T, F)
+        h = torch.relu(h) if self.activation == "relu" else nn.functional.gelu(h)
         return self.linear2(_dropout(h, self.dropout, training))  # (B, T, D)
 
 
@@ -157,10 +160,11 @@ class EncoderBlock(nn.Module):
         norm_first: bool = True,
         residual: bool = True,
         layer_norm_eps: float = 1e-5,
+        activation: str = "relu",
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
 

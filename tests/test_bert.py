@@ -1,0 +1,429 @@
+"""BERT (utils.bert): twins, the Hugging Face weight map, masking, truncation, data files, offline loading.
+
+The course's PyTorch BERT is checked against ``transformers.BertModel``: on a
+tiny random checkpoint written here (always), and on the packaged
+all-MiniLM-L6-v2 (when its package is installed). The Keras twin is checked
+against the same reference outputs.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from utils.bert import common, weights
+from utils.bert import keras_impl as K
+from utils.bert import torch_impl as T
+from utils.data import sentiment
+
+ROOT = Path(__file__).resolve().parent.parent
+ATOL_TWIN = 1e-5
+ATOL_REF = 1e-4
+
+
+def _config(**kw) -> common.BertConfig:
+    base = dict(vocab_size=60, d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=24, type_vocab_size=2, dropout=0.0)
+    base.update(kw)
+    return common.BertConfig(**base)
+
+
+def _batch(seed: int = 0, b: int = 3, t: int = 12, vocab: int = 60):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, vocab, size=(b, t))
+    ids[:, 0] = 2  # [CLS]
+    ids[0, 8:] = 0  # a padded row
+    seg = np.zeros_like(ids)
+    seg[:, 6:] = 1
+    return {"token_ids": ids, "segment_ids": seg, "padding_mask": ids != 0}
+
+
+def _max_diff(a, b, keep=None) -> float:
+    d = np.abs(np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64))
+    return float(d[keep].max() if keep is not None else d.max())
+
+
+# ---------------------------------------------------------------- twins
+
+@pytest.mark.parametrize("cls", ["Bert", "BertClassifier", "BertForMaskedLM"])
+def test_twins_agree_on_random_weights(cls: str) -> None:
+    torch.manual_seed(0)
+    c = _config()
+    tm = getattr(T, cls)(c).eval()
+    km = getattr(K, cls)(c)
+    K.load_weights(km, T.export_weights(tm))
+    batch = _batch()
+    with torch.no_grad():
+        t_out = tm(batch)
+    k_out = km(batch)
+    if cls == "Bert":
+        pairs = {"sequence": (t_out[0], k_out[0]), "pooled": (t_out[1], k_out[1]), "attention[1]": (t_out[2][1], k_out[2][1])}
+    elif cls == "BertClassifier":
+        pairs = {"logits": (t_out, k_out)}
+    else:
+        pairs = {"mlm logits": (t_out[0], k_out[0])}
+    for name, (a, b) in pairs.items():
+        err = _max_diff(a.detach().numpy(), b)
+        assert err < ATOL_TWIN, f"{cls} {name}: torch and keras differ by {err:.2e} (tolerance {ATOL_TWIN})"
+
+
+def test_twins_agree_after_fine_tuning_steps() -> None:
+    torch.manual_seed(1)
+    c = _config()
+    tm = T.BertClassifier(c).eval()
+    km = K.BertClassifier(c)
+    K.load_weights(km, T.export_weights(tm))
+    b = _batch(3, b=16)
+    b["token_ids"][::3, 9:] = 0  # rows of different lengths: the twins batch padding differently
+    b["padding_mask"] = b["token_ids"] != 0
+    y = np.random.default_rng(0).integers(0, 2, 16)
+    with torch.no_grad():
+        before = tm(b).numpy()
+    ht = T.fine_tune(tm, b, y, epochs=2, batch_size=8, peak_lr=1e-3, progress=False)
+    hk = K.fine_tune(km, b, y, epochs=2, batch_size=8, peak_lr=1e-3, progress=False)
+    assert len(ht["loss"]) == len(hk["loss"]) == 4, f"expected 4 steps, got {len(ht['loss'])} and {len(hk['loss'])}"
+    np.testing.assert_allclose(ht["lr"], hk["lr"], rtol=1e-5, err_msg="the twins' learning-rate schedules differ")
+    np.testing.assert_allclose(ht["loss"], hk["loss"], atol=1e-4, err_msg="the twins' per-step losses differ")
+    # Adam's epsilon sits inside the bias correction in Keras and outside in torch,
+    # so weights with near-zero gradients move differently; compare what the models say.
+    with torch.no_grad():
+        after_t = tm(b).numpy()
+    after_k = np.asarray(km(b))
+    moved = _max_diff(after_t, before)
+    gap = _max_diff(after_t, after_k)
+    assert moved > 1e-2, f"4 fine-tuning steps barely changed the logits ({moved:.2e})"
+    assert gap < 0.02 * moved, f"after 4 steps the twins' logits differ by {gap:.2e} (the steps moved them by {moved:.2e})"
+
+
+def test_fine_tune_step_lowers_the_loss() -> None:
+    torch.manual_seed(2)
+    c = _config()
+    for impl in (T, K):
+        model = impl.BertClassifier(c)
+        b = _batch(4, b=8)
+        y = np.array([0, 1] * 4)
+        optimizer, _ = impl.make_optimizer(model, 1e-3, 40, 0.0)
+        losses = [impl.fine_tune_step(model, optimizer, b, y) for _ in range(30)]
+        assert losses[-1] < 0.5 * losses[0], f"{impl.__name__}: 30 steps on one batch went {losses[0]:.3f} -> {losses[-1]:.3f}"
+
+
+def test_schedule_rises_then_falls_and_twins_agree() -> None:
+    lr = common.warmup_linear_decay(np.arange(0, 101), 100, 10, 1e-3)
+    assert lr[10] == pytest.approx(1e-3) and lr[0] == 0 and lr[100] == 0
+    assert np.all(np.diff(lr[:11]) > 0) and np.all(np.diff(lr[10:]) < 0)
+    _, sched = K.make_optimizer(K.BertClassifier(_config()), 1e-3, 100, 0.1)
+    keras_lr = [float(sched(s)) for s in range(100)]
+    np.testing.assert_allclose(keras_lr, lr[1:], rtol=1e-5, err_msg="Keras schedule != warmup_linear_decay(step + 1)")
+    with pytest.raises(ValueError, match="warmup_steps"):
+        common.warmup_linear_decay(1, 10, 20, 1e-3)
+
+
+# ---------------------------------------------------------------- weight map vs transformers
+
+def _tiny_hf_folder(tmp_path: Path, safe: bool = True) -> Path:
+    import transformers
+
+    cfg = transformers.BertConfig(vocab_size=70, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=48, max_position_embeddings=40, hidden_act="gelu")
+    torch.manual_seed(3)
+    model = transformers.BertModel(cfg).eval()
+    with torch.no_grad():  # LayerNorm and biases start at 1 / 0: randomise them so a swap would show
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("bias"):
+                p.add_(0.1 * torch.randn_like(p))
+    folder = tmp_path / "tiny_bert"
+    model.save_pretrained(folder, safe_serialization=safe)
+    return folder
+
+
+def _reference(folder: Path, batch: dict):
+    import transformers
+
+    ref = transformers.BertModel.from_pretrained(str(folder)).eval()
+    with torch.no_grad():
+        out = ref(input_ids=torch.as_tensor(batch["token_ids"]), token_type_ids=torch.as_tensor(batch["segment_ids"]),
+                  attention_mask=torch.as_tensor(batch["padding_mask"].astype(np.int64)))
+    return out.last_hidden_state.numpy(), out.pooler_output.numpy()
+
+
+def _check_against(folder: Path, batch: dict, atol: float) -> dict:
+    ref_seq, ref_pool = _reference(folder, batch)
+    keep = batch["padding_mask"]
+    errors = {}
+    tm, _ = T.load_pretrained(folder)
+    with torch.no_grad():
+        seq, pool, _ = tm(batch)
+    errors["torch sequence"] = _max_diff(seq.numpy(), ref_seq, keep)
+    errors["torch pooled"] = _max_diff(pool.numpy(), ref_pool)
+    km, _ = K.load_pretrained(folder)
+    seq, pool, _ = km(batch)
+    errors["keras sequence"] = _max_diff(seq, ref_seq, keep)
+    errors["keras pooled"] = _max_diff(pool, ref_pool)
+    worst = max(errors, key=errors.get)
+    assert errors[worst] < atol, f"largest difference from transformers.BertModel: {errors[worst]:.2e} in {worst} (all: {errors})"
+    return errors
+
+
+def test_weight_map_matches_transformers_on_a_tiny_checkpoint(tmp_path: Path) -> None:
+    _check_against(_tiny_hf_folder(tmp_path), _batch(5, vocab=70), ATOL_REF)
+
+
+def test_weight_map_reads_pytorch_model_bin(tmp_path: Path) -> None:
+    import shutil
+
+    from safetensors.torch import load_file
+
+    folder = _tiny_hf_folder(tmp_path)
+    bin_folder = tmp_path / "as_bin"
+    bin_folder.mkdir()
+    shutil.copy(folder / "config.json", bin_folder / "config.json")
+    state = {f"bert.{k}": v for k, v in load_file(str(folder / "model.safetensors")).items()}  # as a task model saves it
+    torch.save(state, bin_folder / "pytorch_model.bin")
+    batch = _batch(6, vocab=70)
+    ref_seq, ref_pool = _reference(folder, batch)
+    model, _ = T.load_pretrained(bin_folder)
+    with torch.no_grad():
+        seq, pool, _ = model(batch)
+    err = max(_max_diff(seq.numpy(), ref_seq, batch["padding_mask"]), _max_diff(pool.numpy(), ref_pool))
+    assert err < ATOL_REF, f"weights read from pytorch_model.bin differ from the reference by {err:.2e}"
+
+
+def test_weight_map_names_a_missing_weight(tmp_path: Path) -> None:
+    folder = _tiny_hf_folder(tmp_path)
+    hf_config, state = weights.read_hf_folder(folder)
+    del state["encoder.layer.1.attention.self.key.weight"]
+    with pytest.raises(ValueError, match="query/key/value"):
+        weights.hf_to_course(state, common.BertConfig.from_hf(hf_config))
+    del state["pooler.dense.bias"]
+    with pytest.raises(ValueError, match="pooler.b"):
+        weights.hf_to_course(state, common.BertConfig.from_hf(hf_config))
+
+
+def _packaged_or_skip() -> Path:
+    try:
+        return weights.packaged_model_dir()
+    except FileNotFoundError as err:
+        pytest.skip(f"packaged all-MiniLM-L6-v2 not installed ({err})")
+
+
+def test_packaged_minilm_matches_transformers_in_both_frameworks() -> None:
+    folder = _packaged_or_skip()
+    tok = weights.load_tokenizer(folder)
+    batch = common.encode_texts(tok, ["The film is a quiet triumph.", "A dull, overlong mess that never finds its feet, sadly."],
+                                pairs=["Critics agreed.", "Nobody laughed."], max_len=64)
+    assert batch["segment_ids"].max() == 1, "a text pair should give segment ids 1 on the second text"
+    errors = _check_against(folder, batch, ATOL_REF)
+    assert all(np.isfinite(list(errors.values())))
+
+
+# ---------------------------------------------------------------- masking
+
+SPECIAL = [0, 1, 2, 3, 4]  # [PAD], [UNK], [CLS], [SEP], [MASK]
+MASK_ID, VOCAB = 4, 500
+
+
+def _masking_batch(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(5, VOCAB, size=(64, 40))
+    ids[:, 0], ids[:, 30] = 2, 3
+    ids[:, 31:] = 0  # padding
+    ids[::7, 10] = 1  # some [UNK]
+    return ids
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_masking_proportions_over_many_draws(impl) -> None:
+    ids = _masking_batch()
+    eligible = ~np.isin(ids, SPECIAL)
+    n_elig = chosen = masked = randomised = kept = 0
+    for draw in range(30):
+        inputs, labels = impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, 0.15, seed=draw)
+        inputs, labels = np.asarray(inputs), np.asarray(labels)
+        c = labels != common.IGNORE_INDEX
+        assert np.all(labels[c] == ids[c]), "labels must hold the original id at chosen positions"
+        assert not np.any(c & ~eligible), "a special token or padding was chosen"
+        assert np.all(inputs[~c] == ids[~c]), "a position that was not chosen was changed"
+        n_elig += eligible.sum()
+        chosen += c.sum()
+        masked += (c & (inputs == MASK_ID)).sum()
+        kept += (c & (inputs == ids)).sum()
+        randomised += (c & (inputs != MASK_ID) & (inputs != ids)).sum()
+        assert not np.isin(inputs[c & (inputs != MASK_ID)], SPECIAL).any(), "a random replacement was a special token"
+
+    def check(name, k, n, p):
+        sd = np.sqrt(p * (1 - p) / n)
+        assert abs(k / n - p) < 5 * sd, f"{name}: expected {p:.2f}, got {k / n:.4f} over {n} draws (5 sd = {5 * sd:.4f})"
+
+    check("chosen / eligible", chosen, n_elig, 0.15)
+    # a random replacement equal to the original counts as kept: 1/(V - 5) of the 10%
+    p_same = 0.1 / (VOCAB - len(SPECIAL))
+    check("[MASK] / chosen", masked, chosen, 0.8)
+    check("random / chosen", randomised, chosen, 0.1 - p_same)
+    check("kept / chosen", kept, chosen, 0.1 + p_same)
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_masking_is_repeatable_by_seed_and_checks_arguments(impl) -> None:
+    ids = _masking_batch(1)
+    a = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=7)]
+    b = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=7)]
+    c = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=8)]
+    assert all(np.array_equal(x, y) for x, y in zip(a, b)), "the same seed must give the same masking"
+    assert not np.array_equal(a[1], c[1]), "different seeds gave the same masking"
+    with pytest.raises(ValueError, match="mlm_probability"):
+        impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, 1.5)
+    with pytest.raises(ValueError, match="token_ids"):
+        impl.mask_tokens(ids[0], MASK_ID, VOCAB, SPECIAL)
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_mlm_loss_counts_only_chosen_positions(impl) -> None:
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 5, 7)).astype("float32")
+    labels = np.full((2, 5), common.IGNORE_INDEX)
+    labels[0, 1], labels[1, 3] = 4, 2
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    expected = -(logp[0, 1, 4] + logp[1, 3, 2]) / 2
+    lt = logits if impl is K else torch.as_tensor(logits)
+    got = float(impl.mlm_loss(lt, labels))
+    assert got == pytest.approx(expected, abs=1e-5), f"{impl.__name__}.mlm_loss: expected {expected:.5f}, got {got:.5f}"
+
+
+def test_tiny_mlm_pretraining_lowers_the_loss() -> None:
+    ids = np.tile(np.array([[2, 5, 6, 7, 8, 9, 10, 11, 3, 0]]), (16, 1))  # one sentence: easy to memorise
+    for impl in (T, K):
+        torch.manual_seed(0)
+        model = impl.BertForMaskedLM(_config(vocab_size=20, max_len=16))
+        hist = impl.pretrain_mlm(model, ids, 4, [0, 1, 2, 3, 4], steps=60, batch_size=16, peak_lr=3e-3, progress=False)
+        first, last = np.mean(hist["loss"][:5]), np.mean(hist["loss"][-5:])
+        assert last < 0.5 * first, f"{impl.__name__}: MLM loss went {first:.3f} -> {last:.3f} in 60 steps"
+
+
+# ---------------------------------------------------------------- long texts, files, offline
+
+def test_long_text_is_truncated_with_a_warning_not_an_index_error() -> None:
+    folder = _packaged_or_skip()
+    tok = weights.load_tokenizer(folder)
+    long_text = "wonderful " * 900
+    with pytest.warns(UserWarning, match="truncated"):
+        batch = common.encode_texts(tok, ["short one", long_text], max_len=512)
+    assert batch["token_ids"].shape == (2, 512)
+    assert batch["token_ids"][1, -1] == tok.token_to_id("[SEP]"), "truncation must keep the final [SEP]"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        common.encode_texts(tok, ["short one"], max_len=512)  # no warning when nothing is cut
+    model = T.Bert(_config(vocab_size=tok.get_vocab_size(), max_len=16))
+    with pytest.raises(ValueError, match="max_len=16"):
+        model(np.ones((1, 20), dtype=np.int64))
+
+
+def test_eval_file_with_a_bad_label_is_rejected(tmp_path: Path) -> None:
+    good = tmp_path / "good.tsv"
+    good.write_text("sentence\tlabel\na fine film\t1\na bore\t0\n", encoding="utf-8")
+    texts, labels = sentiment.read_labelled_file(good)
+    assert texts == ["a fine film", "a bore"] and labels.tolist() == [1, 0]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label\nok,1\nmeh,2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.csv, line 3: expected label 0 or 1, got '2'"):
+        sentiment.read_labelled_file(bad)
+    no_header = tmp_path / "nohead.csv"
+    no_header.write_text("review,score\nok,1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="'sentence' or 'text'"):
+        sentiment.read_labelled_file(no_header)
+
+
+def test_rotten_tomatoes_split_is_fixed_and_disjoint() -> None:
+    try:
+        train, y_train = sentiment.rotten_tomatoes("train")
+    except FileNotFoundError as err:
+        pytest.skip(str(err))
+    test, y_test = sentiment.rotten_tomatoes("test")
+    assert not set(train) & set(test), "train and test share snippets"
+    assert 0.3 < y_train.mean() < 0.7 and set(np.unique(y_test)) == {0, 1}
+    assert sentiment.rotten_tomatoes("test")[0] == test, "the split must be the same every time"
+
+
+def test_hub_name_offline_falls_back_to_the_packaged_weights() -> None:
+    folder = _packaged_or_skip()
+    code = (
+        "import warnings, utils.bert.weights as w\n"
+        "with warnings.catch_warnings(record=True) as rec:\n"
+        "    warnings.simplefilter('always')\n"
+        "    d = w.resolve_model_dir('google-bert/bert-base-uncased')\n"
+        "print(d)\nprint('|'.join(str(r.message) for r in rec))\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert Path(lines[0]) == folder, f"expected the packaged folder {folder}, got {lines[0]}"
+    assert "google-bert/bert-base-uncased" in lines[1] and "falling back" in lines[1], f"unclear message: {lines[1]}"
+
+
+def test_weights_module_imports_no_framework() -> None:
+    code = "import sys, utils.bert.weights, utils.bert.common, utils.data.sentiment; print(sorted(m for m in ('torch', 'tensorflow', 'keras') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]", f"utils.bert.weights/common imported a framework: {out.stdout}"
+
+
+def test_config_from_hf_and_name_table() -> None:
+    c = common.BertConfig.from_hf({"vocab_size": 100, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128,
+                                   "num_hidden_layers": 3, "max_position_embeddings": 50, "layer_norm_eps": 1e-12})
+    assert (c.vocab_size, c.d_model, c.num_heads, c.d_ff, c.num_layers, c.max_len) == (100, 64, 4, 128, 3, 50)
+    with pytest.raises(ValueError, match="hidden_act"):
+        common.BertConfig.from_hf({"hidden_act": "relu"})
+    assert {row[0] for row in common.NAME_TABLE} <= set(common.BertConfig.__dataclass_fields__)
+
+
+def test_feed_forward_activation_is_checked() -> None:
+    from utils.transformer import keras_impl as TK
+    from utils.transformer import torch_impl as TT
+
+    for impl in (TT, TK):
+        with pytest.raises(ValueError, match="activation"):
+            impl.FeedForward(8, 16, activation="swish")
+
+
+def test_stored_reference_outputs_are_current() -> None:
+    """The TensorFlow lesson compares with utils/bert/minilm_reference.npz; it must equal transformers' outputs."""
+    folder = _packaged_or_skip()
+    from tools.make_bert_reference import OUT, reference
+
+    stored = np.load(OUT)
+    fresh = reference(folder)
+    for key in ("token_ids", "segment_ids", "padding_mask"):
+        assert np.array_equal(stored[key], fresh[key]), f"{OUT.name}: {key} changed; run python -m tools.make_bert_reference"
+    for key in ("last_hidden_state", "pooler_output"):
+        err = _max_diff(stored[key], fresh[key])
+        assert err < 1e-5, f"{OUT.name}: {key} differs from transformers by {err:.2e}; run python -m tools.make_bert_reference"
+
+
+def test_benchmark_rejects_a_bad_eval_file(tmp_path: Path, capsys) -> None:
+    from benchmarks import bert_finetune
+
+    train = tmp_path / "train.tsv"
+    train.write_text("sentence\tlabel\ngood\t1\nbad\t0\n", encoding="utf-8")
+    bad = tmp_path / "eval.tsv"
+    bad.write_text("sentence\tlabel\ngood\t1\nhmm\tpositive\n", encoding="utf-8")
+    code = bert_finetune.main(["--framework", "pytorch", "--train", str(train), "--eval", str(bad)])
+    err = capsys.readouterr().err
+    assert code == 2 and "eval.tsv, line 3: expected label 0 or 1, got 'positive'" in err, err
+
+
+def test_keras_fit_takes_batches_of_different_lengths() -> None:
+    """Regression: model.fit fixes the batch shape from the first batch, so batches must not be trimmed there."""
+    ids = np.full((16, 40), 0)
+    ids[:, :5] = np.random.default_rng(0).integers(5, 60, size=(16, 5))
+    ids[15, :] = 7  # one long row: in the PyTorch twin one batch is 40 wide, the others 16
+    batch = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": ids != 0}
+    y = np.arange(16) % 2
+    hist = K.fine_tune(K.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
+    assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()
+    hist = T.fine_tune(T.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
+    assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()

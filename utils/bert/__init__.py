@@ -1,0 +1,18 @@
+"""BERT (Devlin et al., 2019): the Transformer's encoder pre-trained as a masked language model.
+
+Twins with one public API (a test compares their names and signatures):
+
+* ``utils.bert.torch_impl``: PyTorch.
+* ``utils.bert.keras_impl``: Keras 3 (``keras.ops``), TensorFlow backend.
+* ``utils.bert.common``: framework-free parts: ``BertConfig`` and the table of
+  names (course / Hugging Face / KerasHub), ``encode_texts`` (truncates with a
+  warning), the warm-up + linear-decay learning rate.
+* ``utils.bert.weights``: the one map from Hugging Face BertModel weight names
+  to the course's, reading a Hugging Face folder, and finding the packaged
+  all-MiniLM-L6-v2 weights (offline fallback).
+
+Shape letters: B batch, T tokens, D d_model, H heads, Dh = D / H, F d_ff,
+V vocabulary size, C classes, L layers. ``padding_mask`` (B, T) is True on
+real tokens; inside, the blocks use the course's keep-mask (B, 1, 1, T).
+Both twins share weight names, so ``export_weights`` of one loads into the other.
+"""

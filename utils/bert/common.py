@@ -1,0 +1,215 @@
+"""Framework-free parts of BERT shared by both twins.
+
+* ``BertConfig``: every size of the model in one typed place, and the table
+  that maps its names to Hugging Face's and KerasHub's (``NAME_TABLE``).
+* ``encode_texts``: WordPiece ids, segment ids and padding masks for a batch of
+  texts (or text pairs) from a ``tokenizers.Tokenizer``; over-long texts are
+  truncated with a warning, never an index error.
+* ``warmup_linear_decay``: BERT's learning rate, a linear rise then a linear fall.
+* ``check_mlm_args``: the arguments of the masking function, checked once for both twins.
+
+Shapes: B batch, T tokens, D d_model, V vocabulary size.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+__all__ = [
+    "BertConfig",
+    "NAME_TABLE",
+    "IGNORE_INDEX",
+    "encode_texts",
+    "warmup_linear_decay",
+    "check_mlm_args",
+    "trim_rows",
+]
+
+IGNORE_INDEX = -100  # a label that no loss counts (PyTorch's cross_entropy default; Keras: ignore_class)
+
+# The course's names, Hugging Face's BertConfig names and KerasHub's BertBackbone arguments.
+NAME_TABLE = [
+    # (course, Hugging Face config.json, KerasHub BertBackbone)
+    ("vocab_size", "vocab_size", "vocabulary_size"),
+    ("d_model", "hidden_size", "hidden_dim"),
+    ("num_heads", "num_attention_heads", "num_heads"),
+    ("d_ff", "intermediate_size", "intermediate_dim"),
+    ("num_layers", "num_hidden_layers", "num_layers"),
+    ("max_len", "max_position_embeddings", "max_sequence_length"),
+    ("type_vocab_size", "type_vocab_size", "num_segments"),
+    ("dropout", "hidden_dropout_prob", "dropout"),
+    ("layer_norm_eps", "layer_norm_eps", "(fixed at 1e-12)"),
+    ("pad_id", "pad_token_id", "(token id 0)"),
+]
+
+
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
+        raise ValueError(f"{name}: expected a positive int, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class BertConfig:
+    """Sizes of a BERT encoder (defaults: all-MiniLM-L6-v2, 6 layers of width 384).
+
+    Post-LN blocks with GELU, LayerNorm epsilon 1e-12, learned positions,
+    ``type_vocab_size`` segments. ``from_hf`` reads a Hugging Face config.json dict.
+    """
+
+    vocab_size: int = 30522
+    d_model: int = 384
+    num_heads: int = 12
+    d_ff: int = 1536
+    num_layers: int = 6
+    max_len: int = 512
+    type_vocab_size: int = 2
+    dropout: float = 0.1
+    layer_norm_eps: float = 1e-12
+    pad_id: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "max_len", "type_vocab_size"):
+            _positive_int(name, getattr(self, name))
+        if self.d_model % self.num_heads:
+            raise ValueError(f"num_heads: expected a divisor of d_model={self.d_model}, got {self.num_heads}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout!r}")
+        if not self.layer_norm_eps > 0:
+            raise ValueError(f"layer_norm_eps: expected a positive number, got {self.layer_norm_eps!r}")
+        if not 0 <= self.pad_id < self.vocab_size:
+            raise ValueError(f"pad_id: expected an id in [0, vocab_size={self.vocab_size}), got {self.pad_id!r}")
+
+    @classmethod
+    def from_hf(cls, hf: dict, dropout: float | None = None) -> "BertConfig":
+        """The config of a Hugging Face BERT (the dict of its config.json)."""
+        if hf.get("model_type", "bert") != "bert":
+            raise ValueError(f"config.json: expected model_type 'bert', got {hf.get('model_type')!r}")
+        if hf.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"config.json: expected hidden_act 'gelu' (the erf form), got {hf.get('hidden_act')!r}")
+        if hf.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(
+                f"config.json: expected position_embedding_type 'absolute', got {hf.get('position_embedding_type')!r}"
+            )
+        kwargs = {course: hf[name] for course, name, _ in NAME_TABLE if name in hf and hf[name] is not None}
+        if dropout is not None:
+            kwargs["dropout"] = dropout
+        return cls(**kwargs)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def encode_texts(
+    tokenizer: Any,
+    texts: Sequence[str],
+    max_len: int = 128,
+    pairs: Sequence[str] | None = None,
+    pad_id: int = 0,
+) -> dict[str, np.ndarray]:
+    """Token ids, segment ids and a padding mask for ``texts`` (``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]``).
+
+    ``tokenizer`` is a ``tokenizers.Tokenizer`` whose post-processor adds [CLS]
+    and [SEP] (as a BERT tokenizer.json does). Texts longer than ``max_len``
+    tokens are cut to ``max_len`` (keeping the final [SEP]) with one warning
+    that says how many were cut. Rows are padded with ``pad_id`` to the longest row.
+    Shapes: texts (B,) -> {"token_ids": (B, T), "segment_ids": (B, T), "padding_mask": (B, T) bool}, T <= max_len.
+    """
+    _positive_int("max_len", max_len)
+    if isinstance(texts, str):
+        raise ValueError("texts: expected a list of strings, got one string (wrap it in a list)")
+    texts = list(texts)
+    if not all(isinstance(t, str) for t in texts):
+        bad = next(t for t in texts if not isinstance(t, str))
+        raise ValueError(f"texts: expected strings, got {type(bad).__name__} {bad!r}")
+    if pairs is not None:
+        pairs = list(pairs)
+        if len(pairs) != len(texts):
+            raise ValueError(f"pairs: expected one second text per text ({len(texts)}), got {len(pairs)}")
+    if not texts:
+        raise ValueError("texts: expected at least one text, got an empty list")
+    tok = tokenizer.__class__.from_str(tokenizer.to_str())  # a copy: the caller's settings stay as they were
+    tok.no_padding()
+    tok.no_truncation()
+    batch = tok.encode_batch(list(zip(texts, pairs)) if pairs is not None else texts)
+    too_long = [i for i, e in enumerate(batch) if len(e.ids) > max_len]
+    if too_long:
+        warnings.warn(
+            f"encode_texts: {len(too_long)} of {len(texts)} texts are longer than max_len={max_len} tokens "
+            f"(the longest has {max(len(batch[i].ids) for i in too_long)}); they were truncated to {max_len}",
+            stacklevel=2,
+        )
+        tok.enable_truncation(max_len)  # cuts the words, keeps [CLS] ... [SEP]
+        fixed = tok.encode_batch([(texts[i], pairs[i]) if pairs is not None else texts[i] for i in too_long])
+        for i, e in zip(too_long, fixed):
+            batch[i] = e
+    t = max(len(e.ids) for e in batch)
+    token_ids = np.full((len(batch), t), pad_id, dtype=np.int64)  # (B, T)
+    segment_ids = np.zeros((len(batch), t), dtype=np.int64)  # (B, T)
+    for i, e in enumerate(batch):
+        token_ids[i, : len(e.ids)] = e.ids
+        segment_ids[i, : len(e.type_ids)] = e.type_ids
+    padding_mask = np.zeros((len(batch), t), dtype=bool)
+    for i, e in enumerate(batch):
+        padding_mask[i, : len(e.ids)] = True
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def warmup_linear_decay(step: int | np.ndarray, total_steps: int, warmup_steps: int, peak_lr: float) -> np.ndarray | float:
+    """BERT's learning rate: a linear rise from 0 to ``peak_lr`` over ``warmup_steps``, then a linear fall to 0.
+
+    Steps count from 1 (the first update uses peak_lr / warmup_steps).
+    Shapes: step scalar or (N,) -> the same shape.
+    """
+    _positive_int("total_steps", total_steps)
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, (int, np.integer)) or not 0 <= warmup_steps <= total_steps:
+        raise ValueError(f"warmup_steps: expected an int in [0, total_steps={total_steps}], got {warmup_steps!r}")
+    if not peak_lr > 0:
+        raise ValueError(f"peak_lr: expected a positive number, got {peak_lr!r}")
+    s = np.asarray(step, dtype=np.float64)
+    if np.any(s < 0):
+        raise ValueError(f"step: expected step >= 0, got {step!r}")
+    rise = s / max(warmup_steps, 1)
+    fall = (total_steps - s) / max(total_steps - warmup_steps, 1)
+    lr = peak_lr * np.clip(np.where(s <= warmup_steps, rise, fall), 0.0, 1.0)
+    return float(lr) if lr.ndim == 0 else lr
+
+
+def check_mlm_args(shape: tuple, mask_id: int, vocab_size: int, special_ids: Sequence[int], mlm_probability: float) -> np.ndarray:
+    """Check the masking function's arguments; return the ids a random replacement may take.
+
+    Shapes: shape is (B, T); returns (V - number of special ids,).
+    """
+    if len(shape) != 2:
+        raise ValueError(f"token_ids: expected (B, T), got shape {tuple(shape)}")
+    _positive_int("vocab_size", vocab_size)
+    if not 0 <= int(mask_id) < vocab_size:
+        raise ValueError(f"mask_id: expected an id in [0, vocab_size={vocab_size}), got {mask_id!r}")
+    if not 0.0 < float(mlm_probability) < 1.0:
+        raise ValueError(f"mlm_probability: expected a probability in (0, 1), got {mlm_probability!r}")
+    special = np.asarray(sorted(set(int(i) for i in special_ids) | {int(mask_id)}), dtype=np.int64)
+    allowed = np.setdiff1d(np.arange(vocab_size), special)
+    if allowed.size == 0:
+        raise ValueError(f"special_ids: every one of the {vocab_size} ids is special; no token could be masked")
+    return allowed
+
+
+def trim_rows(inputs: dict, idx: np.ndarray, multiple: int = 16) -> dict[str, np.ndarray]:
+    """Rows ``idx`` of every array in ``inputs``, with trailing all-padding columns cut.
+
+    The length kept is the batch's longest real row rounded up to ``multiple``
+    (few distinct shapes, so a compiled Keras step is traced only a few times).
+    Both twins batch this way, so they see the same arrays.
+    Shapes: inputs {name: (N, T)} -> {name: (len(idx), T')}, T' <= T.
+    """
+    rows = {k: np.asarray(v)[idx] for k, v in inputs.items()}
+    keep = rows.get("padding_mask")
+    if keep is None or keep.ndim != 2:
+        return rows
+    t = keep.shape[1]
+    longest = int(keep.any(axis=0).nonzero()[0].max()) + 1 if keep.any() else 1
+    width = min(t, -(-longest // multiple) * multiple)
+    return {k: (v[:, :width] if v.ndim == 2 and v.shape[1] == t else v) for k, v in rows.items()}

@@ -1,0 +1,546 @@
+"""Keras 3 twin of BERT (same names and signatures as torch_impl).
+
+Written with ``keras.ops`` on the TensorFlow backend; fine-tuning uses
+``model.fit``. The blocks are ``utils.transformer``'s ``EncoderBlock`` with
+``norm_first=False`` (post-LN) and GELU.
+Shapes: B batch, T tokens, D d_model, H heads, F d_ff, V vocabulary size,
+C classes, L layers. Masks: ``padding_mask`` (B, T) is True on real tokens; the
+blocks get the course's keep-mask (B, 1, 1, T). Labels that no loss counts are
+-100 (``IGNORE_INDEX``), as in the PyTorch twin.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Sequence
+
+from utils.runtime import prepare_tensorflow_env
+
+prepare_tensorflow_env()
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from keras import ops  # noqa: E402
+
+from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, export_weights, load_weights  # noqa: E402
+
+from .common import IGNORE_INDEX, BertConfig, check_mlm_args, encode_texts, trim_rows, warmup_linear_decay  # noqa: E402
+from .weights import hf_to_course, read_hf_folder, resolve_model_dir  # noqa: E402
+
+__all__ = [
+    "encode_texts",
+    "warmup_linear_decay",
+    "BertEmbeddings",
+    "Bert",
+    "BertClassifier",
+    "BertForMaskedLM",
+    "mask_tokens",
+    "mlm_loss",
+    "pretrain_mlm",
+    "load_pretrained",
+    "make_optimizer",
+    "fine_tune_step",
+    "fine_tune",
+    "predict_proba",
+    "export_weights",
+    "load_weights",
+]
+
+Tensor = Any
+
+
+class _Dropout(keras.layers.Layer):
+    def __init__(self, rate: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rate = float(rate)
+        self._seed = keras.random.SeedGenerator()
+
+    def call(self, x: Tensor, training: bool | None = None) -> Tensor:
+        return keras.random.dropout(x, self.rate, seed=self._seed) if training and self.rate > 0 else x
+
+
+def _as_ids(name: str, ids: Any) -> Tensor:
+    if isinstance(ids, np.ndarray) and ids.dtype.kind not in "iu":
+        raise ValueError(f"{name}: expected integer ids (B, T), got dtype {ids.dtype}")
+    t = ops.convert_to_tensor(ids)
+    if len(t.shape) != 2:
+        raise ValueError(f"{name}: expected token ids (B, T), got shape {tuple(t.shape)}")
+    if "float" in str(t.dtype) or "bool" in str(t.dtype):
+        raise ValueError(f"{name}: expected integer ids (B, T), got dtype {t.dtype}")
+    return ops.cast(t, "int32")
+
+
+def _unpack(token_ids: Any, segment_ids: Any, padding_mask: Any) -> tuple:
+    """Inputs may come as a dict {"token_ids", "segment_ids", "padding_mask"} (as ``encode_texts`` returns)."""
+    if isinstance(token_ids, dict):
+        d = token_ids
+        if "token_ids" not in d:
+            raise ValueError(f"token_ids: a dict of inputs needs the key 'token_ids', got keys {sorted(d)}")
+        return d["token_ids"], d.get("segment_ids", segment_ids), d.get("padding_mask", padding_mask)
+    return token_ids, segment_ids, padding_mask
+
+
+class BertEmbeddings(keras.layers.Layer):
+    """Token + learned position + segment embeddings, then LayerNorm and dropout.
+
+    Tables are initialised N(0, 0.02) as in BERT, and (unlike the Transformer's)
+    not scaled by sqrt(D).
+    Shapes: call(token_ids (B, T), segment_ids (B, T) or None = all 0) -> (B, T, D).
+    """
+
+    def __init__(self, config: BertConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        c = config
+        self.config = c
+        init = keras.initializers.RandomNormal(stddev=0.02)
+        self.token = self.add_weight(shape=(c.vocab_size, c.d_model), initializer=init, name="token")  # (V, D)
+        self.position = self.add_weight(shape=(c.max_len, c.d_model), initializer=init, name="position")  # (max_len, D)
+        self.segment = self.add_weight(shape=(c.type_vocab_size, c.d_model), initializer=init, name="segment")  # (S, D)
+        self.norm = LayerNorm(c.d_model, c.layer_norm_eps, name="norm")
+        self._drop = _Dropout(c.dropout, name="dropout")
+        self.built = True  # every weight exists already
+
+    def call(self, token_ids: Any, segment_ids: Any = None, training: bool | None = None) -> Tensor:
+        ids = _as_ids("token_ids", token_ids)
+        b, t = ids.shape
+        if t is not None and t > self.config.max_len:
+            raise ValueError(
+                f"token_ids: expected (B, T) with T <= max_len={self.config.max_len}, got {(b, t)}; "
+                f"encode_texts(..., max_len={self.config.max_len}) truncates long texts"
+            )
+        if tf.executing_eagerly():
+            lo, hi = int(ops.min(ids)), int(ops.max(ids))
+            if lo < 0 or hi >= self.config.vocab_size:
+                raise ValueError(f"token_ids: expected ids in [0, {self.config.vocab_size}), got min {lo}, max {hi}")
+        seg = ops.zeros_like(ids) if segment_ids is None else _as_ids("segment_ids", segment_ids)
+        if tuple(seg.shape) != tuple(ids.shape):
+            raise ValueError(f"segment_ids: expected {tuple(ids.shape)} like token_ids, got {tuple(seg.shape)}")
+        if tf.executing_eagerly() and int(ops.max(seg)) >= self.config.type_vocab_size:
+            raise ValueError(f"segment_ids: expected ids in [0, {self.config.type_vocab_size}), got max {int(ops.max(seg))}")
+        t_now = ops.shape(ids)[1]
+        x = (
+            ops.take(self.token, ids, axis=0)
+            + ops.expand_dims(self.position[:t_now], 0)
+            + ops.take(self.segment, seg, axis=0)
+        )  # (B, T, D)
+        return self._drop(self.norm(x), training=training)
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class Bert(keras.Model):
+    """The BERT encoder: embeddings, L post-LN blocks (GELU), and the pooler tanh(W h_[CLS] + b).
+
+    Shapes: call(token_ids (B, T), segment_ids (B, T), padding_mask (B, T) True = real token,
+    default token_ids != pad_id) -> sequence (B, T, D), pooled (B, D), L attention weights (B, H, T, T).
+    """
+
+    def __init__(self, config: BertConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not isinstance(config, BertConfig):
+            raise ValueError(f"config: expected a BertConfig, got {type(config).__name__}")
+        c = config
+        self.config = c
+        self.embeddings = BertEmbeddings(c, name="embeddings")
+        self.blocks = [
+            EncoderBlock(
+                c.d_model, c.num_heads, c.d_ff, c.dropout, norm_first=False, layer_norm_eps=c.layer_norm_eps,
+                activation="gelu", name=f"blocks_{i}",
+            )
+            for i in range(c.num_layers)
+        ]
+        self.pooler = Linear(c.d_model, c.d_model, name="pooler")
+        self.built = True
+
+    def call(self, token_ids: Any, segment_ids: Any = None, padding_mask: Any = None, training: bool | None = None):
+        token_ids, segment_ids, padding_mask = _unpack(token_ids, segment_ids, padding_mask)
+        ids = _as_ids("token_ids", token_ids)
+        if padding_mask is None:
+            keep = ops.not_equal(ids, self.config.pad_id)  # (B, T)
+        else:
+            keep = ops.cast(ops.convert_to_tensor(padding_mask), "bool")
+            if tuple(keep.shape) != tuple(ids.shape):
+                raise ValueError(f"padding_mask: expected {tuple(ids.shape)} like token_ids, got {tuple(keep.shape)}")
+        x = self.embeddings(ids, segment_ids, training=training)  # (B, T, D)
+        mask = keep[:, None, None, :]  # (B, 1, 1, T)
+        weights = []
+        for block in self.blocks:
+            x, w = block(x, mask, training=training)
+            weights.append(w)
+        pooled = ops.tanh(self.pooler(x[:, 0]))  # (B, D) from the [CLS] position
+        return x, pooled, weights
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class BertClassifier(keras.Model):
+    """BERT plus a sentence-classification head: dropout, then a linear layer on the pooled [CLS] vector.
+
+    Shapes: call(token_ids (B, T), ...) -> logits (B, C), or (logits, L weights (B, H, T, T))
+    with ``return_attention``.
+    """
+
+    def __init__(self, config: BertConfig, num_classes: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError(f"num_classes: expected an int >= 2, got {num_classes!r}")
+        self.config, self.num_classes = config, num_classes
+        self.bert = Bert(config, name="bert")
+        self.head = Linear(config.d_model, num_classes, name="head")
+        self.head.w.assign(np.random.default_rng().normal(0.0, 0.02, (config.d_model, num_classes)).astype("float32"))
+        self._drop = _Dropout(config.dropout, name="dropout")
+        self.built = True
+
+    def call(
+        self,
+        token_ids: Any,
+        segment_ids: Any = None,
+        padding_mask: Any = None,
+        training: bool | None = None,
+        return_attention: bool = False,
+    ):
+        _, pooled, weights = self.bert(token_ids, segment_ids, padding_mask, training=training)
+        logits = self.head(self._drop(pooled, training=training))  # (B, C)
+        return (logits, weights) if return_attention else logits
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+class BertForMaskedLM(keras.Model):
+    """BERT plus the masked-language-model head: dense + GELU + LayerNorm, then scores against the token table (tied).
+
+    Shapes: call(token_ids (B, T), ...) -> logits (B, T, V), L weights (B, H, T, T).
+    """
+
+    def __init__(self, config: BertConfig, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.config = config
+        self.bert = Bert(config, name="bert")
+        self.transform = Linear(config.d_model, config.d_model, name="transform")
+        self.norm = LayerNorm(config.d_model, config.layer_norm_eps, name="norm")
+        self.out_bias = self.add_weight(shape=(config.vocab_size,), initializer="zeros", name="out_bias")
+        self.built = True
+
+    def call(self, token_ids: Any, segment_ids: Any = None, padding_mask: Any = None, training: bool | None = None):
+        x, _, weights = self.bert(token_ids, segment_ids, padding_mask, training=training)  # (B, T, D)
+        h = self.norm(ops.gelu(self.transform(x), approximate=False))  # (B, T, D)
+        logits = ops.matmul(h, ops.transpose(self.bert.embeddings.token)) + self.out_bias  # (B, T, V), tied
+        return logits, weights
+
+    def compute_mask(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_GLOBAL_SEEDS: keras.random.SeedGenerator | None = None
+
+
+def mask_tokens(
+    token_ids: Any,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int],
+    mlm_probability: float = 0.15,
+    seed: int | None = None,
+) -> tuple[Tensor, Tensor]:
+    """BERT's masking: choose each non-special token with probability ``mlm_probability``;
+    of the chosen, 80% become [MASK], 10% a random (non-special) token, 10% stay as they are.
+
+    Special tokens ([CLS], [SEP], [PAD], ...) and padding are never chosen. Labels
+    hold the original id at chosen positions and -100 (``IGNORE_INDEX``) elsewhere;
+    ``mlm_loss`` (or Keras's ``SparseCategoricalCrossentropy(ignore_class=-100)``)
+    skips them. ``seed`` makes the draw repeatable.
+    Shapes: token_ids (B, T) -> inputs (B, T), labels (B, T).
+    """
+    global _GLOBAL_SEEDS
+    ids = _as_ids("token_ids", token_ids)
+    allowed = ops.convert_to_tensor(check_mlm_args(tuple(ids.shape), mask_id, vocab_size, special_ids, mlm_probability).astype("int32"))
+    if seed is None:
+        if _GLOBAL_SEEDS is None:
+            _GLOBAL_SEEDS = keras.random.SeedGenerator()
+        gen = _GLOBAL_SEEDS
+    else:
+        gen = keras.random.SeedGenerator(int(seed))  # one generator for the three draws: they must differ
+    special = ops.convert_to_tensor(np.asarray(sorted(set(int(i) for i in special_ids) | {int(mask_id)}), dtype="int32"))
+    eligible = ops.logical_not(ops.isin(ids, special))  # (B, T)
+    shape = ops.shape(ids)
+    chosen = ops.logical_and(keras.random.uniform(shape, seed=gen) < mlm_probability, eligible)  # (B, T)
+    labels = ops.where(chosen, ids, ops.full_like(ids, IGNORE_INDEX))
+    r = keras.random.uniform(shape, seed=gen)  # one draw decides [MASK] / random / keep
+    to_mask = ops.logical_and(chosen, r < 0.8)
+    to_random = ops.logical_and(chosen, ops.logical_and(r >= 0.8, r < 0.9))
+    pick = keras.random.randint(shape, 0, int(allowed.shape[0]), seed=gen)
+    random_ids = ops.take(allowed, pick, axis=0)  # (B, T)
+    inputs = ops.where(to_mask, ops.full_like(ids, int(mask_id)), ids)
+    inputs = ops.where(to_random, random_ids, inputs)
+    return inputs, labels
+
+
+def mlm_loss(logits: Tensor, labels: Any) -> Tensor:
+    """Mean cross-entropy over the chosen positions only (labels != -100).
+
+    Shapes: logits (B, T, V), labels (B, T) -> scalar.
+    """
+    labels = _as_ids("labels", labels)
+    if tuple(logits.shape[:2]) != tuple(labels.shape):
+        raise ValueError(f"labels: expected {tuple(logits.shape[:2])} from logits {tuple(logits.shape)}, got {tuple(labels.shape)}")
+    keep = ops.not_equal(labels, IGNORE_INDEX)  # (B, T)
+    safe = ops.where(keep, labels, ops.zeros_like(labels))
+    logp = ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # (B, T, V)
+    nll = -ops.take_along_axis(logp, ops.expand_dims(safe, -1), axis=-1)[..., 0]  # (B, T)
+    w = ops.cast(keep, "float32")
+    return ops.sum(nll * w) / ops.maximum(ops.sum(w), 1.0)
+
+
+class _WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """warmup_linear_decay as a Keras schedule; ``step`` is the optimizer's 0-based iteration count."""
+
+    def __init__(self, peak_lr: float, total_steps: int, warmup_steps: int) -> None:
+        self.peak_lr, self.total_steps, self.warmup_steps = float(peak_lr), int(total_steps), int(warmup_steps)
+
+    def __call__(self, step: Tensor) -> Tensor:
+        s = ops.cast(step, "float32") + 1.0  # the same 1-based count as the PyTorch twin
+        rise = s / max(self.warmup_steps, 1)
+        fall = (self.total_steps - s) / max(self.total_steps - self.warmup_steps, 1)
+        return self.peak_lr * ops.clip(ops.where(s <= self.warmup_steps, rise, fall), 0.0, 1.0)
+
+    def get_config(self) -> dict:
+        return {"peak_lr": self.peak_lr, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
+
+
+class _AdamW(keras.optimizers.AdamW):
+    """Keras's AdamW with epsilon where PyTorch puts it: m_hat / (sqrt(v_hat) + eps).
+
+    Keras adds epsilon to sqrt(v) before the bias correction, which makes it
+    1/sqrt(1 - beta_2^t) times larger in the first steps (about 30x at step 1);
+    weights with tiny gradients then move differently in the two twins.
+    """
+
+    def update_step(self, gradient: Tensor, variable: Any, learning_rate: Any) -> None:
+        dtype = variable.dtype
+        lr, g = ops.cast(learning_rate, dtype), ops.cast(gradient, dtype)
+        t = ops.cast(self.iterations + 1, dtype)
+        correction_1 = 1.0 - ops.power(ops.cast(self.beta_1, dtype), t)
+        correction_2 = 1.0 - ops.power(ops.cast(self.beta_2, dtype), t)
+        i = self._get_variable_index(variable)
+        m, v = self._momentums[i], self._velocities[i]
+        self.assign(m, self.beta_1 * m + (1.0 - self.beta_1) * g)  # first moment
+        self.assign(v, self.beta_2 * v + (1.0 - self.beta_2) * ops.square(g))  # second moment
+        m_hat, v_hat = m / correction_1, v / correction_2
+        self.assign_sub(variable, lr * m_hat / (ops.sqrt(v_hat) + self.epsilon))
+
+
+def load_pretrained(name_or_path: str | os.PathLike | None = None, num_classes: int | None = None, dropout: float = 0.1):
+    """The course's BERT holding pretrained Hugging Face weights.
+
+    ``name_or_path``: None (the packaged all-MiniLM-L6-v2), a local Hugging Face
+    folder, or a hub name (online; offline it falls back to the packaged weights
+    with a warning). ``num_classes``: None gives a ``Bert``; a number gives a
+    ``BertClassifier`` whose body is pretrained and whose head is new.
+    Returns (model, folder); ``weights.load_tokenizer(folder)`` gives its tokenizer.
+    Shapes: none.
+    """
+    folder = resolve_model_dir(name_or_path)
+    hf_config, state = read_hf_folder(folder)
+    config = BertConfig.from_hf(hf_config, dropout=dropout)
+    course = hf_to_course(state, config)
+    if num_classes is None:
+        model = Bert(config)
+        load_weights(model, course)
+    else:
+        model = BertClassifier(config, num_classes)
+        weights = export_weights(model)
+        weights.update({f"bert.{k}": v for k, v in course.items()})
+        load_weights(model, weights)
+    return model, folder
+
+
+def make_optimizer(model: keras.Model, peak_lr: float, total_steps: int, warmup_fraction: float = 0.1, weight_decay: float = 0.01):
+    """AdamW with BERT's schedule (linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0).
+
+    Biases and LayerNorm parameters get no weight decay; gradients are clipped
+    to a global norm of 1 (as the PyTorch twin does).
+    Returns (optimizer, schedule); the schedule advances with the optimizer's iterations.
+    Shapes: none.
+    """
+    if not 0.0 <= warmup_fraction <= 1.0:
+        raise ValueError(f"warmup_fraction: expected a fraction in [0, 1], got {warmup_fraction!r}")
+    warmup = int(round(warmup_fraction * total_steps))
+    warmup_linear_decay(1, total_steps, warmup, peak_lr)  # checks the arguments
+    schedule = _WarmupLinearDecay(peak_lr, total_steps, warmup)
+    optimizer = _AdamW(learning_rate=schedule, weight_decay=weight_decay, epsilon=1e-8, global_clipnorm=1.0, name="adamw")
+    optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if len(v.shape) < 2])
+    return optimizer, schedule
+
+
+def _apply(optimizer: Any, grads: list, variables: list) -> None:
+    pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]  # e.g. the pooler gets none in MLM
+    optimizer.apply_gradients(pairs)
+
+
+def fine_tune_step(model: BertClassifier, optimizer: Any, batch: dict, labels: Any) -> float:
+    """One fine-tuning step: forward in training mode, cross-entropy, gradients, clipped update.
+
+    Returns the batch's loss before the update.
+    Shapes: batch {"token_ids": (B, T), "segment_ids": (B, T), "padding_mask": (B, T)}, labels (B,) -> float.
+    """
+    y = ops.cast(ops.convert_to_tensor(np.asarray(labels)), "int32")
+    with tf.GradientTape() as tape:
+        logits = model(batch, training=True)  # (B, C)
+        if tuple(y.shape) != tuple(logits.shape[:1]):
+            raise ValueError(f"labels: expected ({logits.shape[0]},) like the batch, got {tuple(y.shape)}")
+        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+    _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+    return float(loss)
+
+
+def pretrain_mlm(
+    model: BertForMaskedLM,
+    token_ids: np.ndarray,
+    mask_id: int,
+    special_ids: Sequence[int],
+    steps: int = 500,
+    batch_size: int = 32,
+    peak_lr: float = 1e-3,
+    warmup_fraction: float = 0.1,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    progress: bool = True,
+) -> dict[str, list[float]]:
+    """Masked-language-model pre-training: draw a batch, mask it afresh, predict the chosen tokens.
+
+    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1.
+    Batch rows are drawn by a NumPy generator seeded with ``seed``.
+    Returns {"loss": per step, "seconds": elapsed per step}.
+    Shapes: token_ids (N, T).
+    """
+    from tqdm.auto import tqdm
+
+    ids = np.asarray(token_ids)
+    if ids.ndim != 2:
+        raise ValueError(f"token_ids: expected (N, T), got shape {ids.shape}")
+    optimizer, _ = make_optimizer(model, peak_lr, steps, warmup_fraction)
+    rng = np.random.default_rng(seed)
+    pad_id = model.config.pad_id
+
+    def step_fn(inputs: Tensor, labels: Tensor, keep: Tensor) -> Tensor:
+        with tf.GradientTape() as tape:
+            logits, _ = model(inputs, None, keep, training=True)
+            loss = mlm_loss(logits, labels)
+        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    start = time.perf_counter()
+    for step in tqdm(range(steps), desc="MLM pre-training", disable=not progress, leave=False):
+        batch = ids[rng.integers(0, len(ids), batch_size)]
+        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + step)
+        history["loss"].append(float(step_fn(inputs, labels, ops.convert_to_tensor(batch != pad_id))))
+        history["seconds"].append(time.perf_counter() - start)
+        if max_seconds is not None and history["seconds"][-1] > max_seconds:
+            break
+    return history
+
+
+class _Batches(keras.utils.PyDataset):
+    """The PyTorch twin's batches in its order: one seeded NumPy permutation per epoch, padding trimmed.
+
+    All epochs are laid end to end as one long Keras epoch (Keras calls a
+    PyDataset's on_epoch_end at times of its own choosing).
+    """
+
+    def __init__(self, inputs: dict, labels: np.ndarray, batch_size: int, epochs: int, seed: int) -> None:
+        super().__init__()
+        self.inputs, self.labels, self.batch_size = inputs, np.asarray(labels), batch_size
+        rng = np.random.default_rng(seed)
+        self.per_epoch = math.ceil(len(self.labels) / batch_size)
+        self.orders = [rng.permutation(len(self.labels)) for _ in range(epochs)]
+
+    def __len__(self) -> int:
+        return self.per_epoch * len(self.orders)
+
+    def __getitem__(self, k: int):
+        epoch, b = divmod(k, self.per_epoch)
+        idx = self.orders[epoch][b * self.batch_size : (b + 1) * self.batch_size]
+        # Full width, not trimmed like the PyTorch twin's batches: model.fit's data pipeline
+        # fixes the shape from the first batch (and one width means one traced graph).
+        # Padding is masked, so the numbers are the same.
+        return {k: np.asarray(v)[idx] for k, v in self.inputs.items()}, self.labels[idx]
+
+
+class _History(keras.callbacks.Callback):
+    """Per-step loss (recovered from Keras's running mean), learning rate and time; stops after max_seconds."""
+
+    def __init__(self, history: dict, schedule: Any, max_seconds: float | None, bar: Any) -> None:
+        super().__init__()
+        self.history, self.schedule, self.max_seconds, self.bar = history, schedule, max_seconds, bar
+        self.start = time.perf_counter()
+        self.mean = 0.0
+
+    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
+        self.history["lr"].append(float(self.schedule(self.model.optimizer.iterations)))
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        mean = float((logs or {}).get("loss", float("nan")))
+        self.history["loss"].append((batch + 1) * mean - batch * self.mean)  # this batch's own loss
+        self.mean = mean
+        self.history["seconds"].append(time.perf_counter() - self.start)
+        self.bar.update(1)
+        self.bar.set_postfix(loss=f"{self.history['loss'][-1]:.3f}")
+        if self.max_seconds is not None and self.history["seconds"][-1] > self.max_seconds:
+            self.model.stop_training = True
+
+
+def fine_tune(
+    model: BertClassifier,
+    inputs: dict,
+    labels: np.ndarray,
+    epochs: int = 1,
+    batch_size: int = 32,
+    peak_lr: float = 5e-5,
+    warmup_fraction: float = 0.1,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    progress: bool = True,
+) -> dict[str, list[float]]:
+    """Fine-tune for sentence classification with ``model.compile`` + ``model.fit`` (AdamW, warm-up then linear decay).
+
+    Batches come in the PyTorch twin's order (a NumPy permutation seeded with
+    ``seed``). Stops after ``max_seconds``, checked after every step.
+    Returns {"loss": per step, "lr": per step, "seconds": per step}.
+    Shapes: inputs {"token_ids": (N, T), "segment_ids": (N, T), "padding_mask": (N, T)}, labels (N,).
+    """
+    from tqdm.auto import tqdm
+
+    y = np.asarray(labels)
+    n = len(y)
+    if any(len(np.asarray(v)) != n for v in inputs.values()):
+        raise ValueError(f"inputs: expected {n} rows like labels, got {[len(np.asarray(v)) for v in inputs.values()]}")
+    data = _Batches(inputs, y, batch_size, epochs, seed)
+    optimizer, schedule = make_optimizer(model, peak_lr, len(data), warmup_fraction)
+    # One batch width, so the step is traced once (about 20 s on a CPU for MiniLM); XLA is off
+    # because compiling it costs more than it saves here.
+    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
+    with tqdm(total=len(data), desc="fine-tuning (model.fit)", disable=not progress, leave=False) as bar:
+        model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[_History(history, schedule, max_seconds, bar)])
+    return history
+
+
+def predict_proba(model: BertClassifier, inputs: dict, batch_size: int = 128, progress: bool = False) -> np.ndarray:
+    """Class probabilities in evaluation mode, batch by batch.
+
+    Shapes: inputs {"token_ids": (N, T), ...} -> (N, C).
+    """
+    from tqdm.auto import tqdm
+
+    n = len(np.asarray(inputs["token_ids"]))
+    out = []
+    for i in tqdm(range(0, n, batch_size), desc="predicting", disable=not progress, leave=False):
+        batch = trim_rows(inputs, np.arange(i, min(i + batch_size, n)))
+        out.append(ops.convert_to_numpy(ops.softmax(model(batch, training=False), axis=-1)))
+    return np.concatenate(out)
