@@ -6,33 +6,39 @@ from typing import Iterator
 
 import numpy as np
 
-__all__ = ["TrainConfig", "batches", "trim", "history_template", "lr_at", "switch_off_linear"]
+__all__ = ["TrainConfig", "batches", "trim", "history_template", "schedule"]
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """Training settings, after Sukhbaatar et al. (2015), Sec. 4.2, with two changes.
+    """Training settings of Sukhbaatar et al. (2015), Sec. 4.2, as run by the authors' code.
 
-    The loss is summed over the batch and gradients are clipped to norm 40, as in
-    the paper. ``optimizer``: "adam" (default) or "sgd" (the paper's). On this
-    code Adam learns tasks 2 and 16 where SGD stalls, and 60 epochs with the
-    rate halved every 20 fit the CPU budget (the paper: 100 epochs, halved every 25).
+    Linear start (LS): the first ``linear_epochs`` epochs run without the softmax in
+    the hops, at ``linear_lr``; then ``epochs`` epochs with the softmax, starting at
+    ``lr`` and halved every ``anneal_every`` of them. The paper's text says the
+    softmax goes back "when the validation loss stopped decreasing"; its released
+    code (MemN2N-babi-matlab) simply runs 20 linear epochs, and that matters: ended
+    by a 3-epoch patience on the validation loss, the linear phase stopped after 5
+    to 11 epochs and task 16 stayed at 52-54% error instead of 1-3%.
 
-    ``linear_start``: begin without the softmax in the hops (LS) and put it back
-    when the validation loss stops falling (at most ``max_linear_epochs``).
+    The loss is summed over the batch, as in the paper, and the gradient of each
+    weight tensor (the embeddings, the temporal vectors) is clipped to norm
+    ``clip_norm`` on its own, as in the authors' code, which clips every weight
+    matrix separately. One norm over all the weights is not the same: during the
+    linear start the temporal gradients are large, the joint clipping shrinks the
+    embeddings' steps with them, and task 16 stayed at 55% error.
+    ``optimizer``: "sgd" (the paper's) or "adam".
     ``time_noise``: fraction of empty memories inserted at random (RN).
-    ``lr`` is halved every ``anneal_every`` epochs once the softmax is in.
     """
 
-    epochs: int = 60
-    optimizer: str = "adam"
+    epochs: int = 100
+    optimizer: str = "sgd"
     batch_size: int = 32
-    lr: float = 0.01
+    lr: float = 0.005
     linear_lr: float = 0.005
-    anneal_every: int = 20
+    anneal_every: int = 25
     linear_start: bool = True
-    max_linear_epochs: int = 30
-    linear_patience: int = 3
+    linear_epochs: int = 20
     time_noise: float = 0.1
     clip_norm: float = 40.0
     seed: int = 0
@@ -42,25 +48,20 @@ def history_template() -> dict[str, list]:
     return {"train loss": [], "valid loss": [], "valid error": [], "linear": []}
 
 
-def lr_at(cfg: TrainConfig, epoch: int, linear: bool) -> float:
-    """The learning rate of an epoch (halved every ``anneal_every`` epochs)."""
-    if linear:
-        return cfg.linear_lr
-    return cfg.lr * 0.5 ** (epoch // cfg.anneal_every)
+def schedule(cfg: TrainConfig) -> list[tuple[bool, float]]:
+    """(linear, learning rate) for every epoch: the linear start, then the softmax phase.
 
-
-def switch_off_linear(history: dict[str, list], cfg: TrainConfig) -> bool:
-    """True when the linear phase should end: validation loss stopped falling, or the phase ran long.
-
-    The phase never takes more than half of the epochs: the model is used with its softmax,
-    so it must be trained with it.
+    The rate of the softmax phase is halved every ``anneal_every`` epochs, counted
+    from the end of the linear start.
     """
-    n = sum(history["linear"])
-    losses = history["valid loss"]
-    if n >= min(cfg.max_linear_epochs, max(1, cfg.epochs // 2)):  # at least half the epochs with the softmax
-        return True
-    best_at = int(np.argmin(losses))
-    return len(losses) - 1 - best_at >= cfg.linear_patience
+    for name in ("epochs", "linear_epochs", "anneal_every", "batch_size"):
+        value = getattr(cfg, name)
+        if not isinstance(value, int) or value < (0 if name == "linear_epochs" else 1):
+            raise ValueError(f"config.{name}: expected a positive int, got {value!r}")
+    if cfg.optimizer not in ("sgd", "adam"):
+        raise ValueError(f"config.optimizer: expected 'sgd' or 'adam', got {cfg.optimizer!r}")
+    linear = [(True, cfg.linear_lr)] * (cfg.linear_epochs if cfg.linear_start else 0)
+    return linear + [(False, cfg.lr * 0.5 ** (e // cfg.anneal_every)) for e in range(cfg.epochs)]
 
 
 def batches(data: dict[str, np.ndarray], cfg: TrainConfig, rng: np.random.Generator) -> Iterator[tuple]:

@@ -21,7 +21,8 @@ from utils.attention.keras_impl import masked_softmax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import _checks  # noqa: E402
-from ._training import TrainConfig, batches, history_template, lr_at, switch_off_linear, trim  # noqa: E402
+from .numpy_ref import PE_SCALE  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
+from ._training import TrainConfig, batches, history_template, schedule, trim  # noqa: E402
 
 __all__ = [
     "position_encoding",
@@ -93,23 +94,30 @@ def memn2n_forward(
     temporal: Tensor | None = None,
     position_encoding: bool = True,
     linear: bool = False,
+    mask_empty: bool = False,
 ) -> tuple[Tensor, Tensor]:
     """MemN2N with adjacent weight tying: K = len(embeddings) - 1 hops.
 
     u^1 = B q; for k = 1..K: m_i = A^k x_i + T_A^k(i), c_i = C^k x_i + T_C^k(i),
     (o^k, p^k) = hop(u^k, m, c), u^{k+1} = u^k + o^k; logits = u^{K+1} W^T.
+    With ``position_encoding`` a sentence is sum_j PE_SCALE * l_j * (A x_j).
+    An empty slot is the zero vector (no temporal term) and takes part in the
+    softmax with score 0, as in the authors' code; ``mask_empty=True`` gives it
+    no weight instead.
     Shapes: stories (B, M, J) int, queries (B, J) int, embeddings (K+1, V, D),
     temporal (K+1, >=M, D) or None -> logits (B, V), attention (B, K, M).
     """
     s, q, e = _checks.check_model_weights(stories, queries, embeddings, temporal)
     M = s[1] if s[1] is not None else ops.shape(stories)[1]  # dynamic inside a traced training step
-    pe_story = _pe_matrix(s[2], e[2]) if position_encoding else None
-    pe_query = _pe_matrix(q[1], e[2]) if position_encoding else None
-    mask = ops.any(ops.not_equal(stories, 0), axis=-1)  # (B, M) slots that hold a sentence
+    pe_story = PE_SCALE * _pe_matrix(s[2], e[2]) if position_encoding else None
+    pe_query = PE_SCALE * _pe_matrix(q[1], e[2]) if position_encoding else None
+    used = ops.any(ops.not_equal(stories, 0), axis=-1)  # (B, M) slots that hold a sentence
+    mask = used if mask_empty else None
     u = embed_sentences(queries, embeddings[0], pe_query)  # (B, D)
     memories = [embed_sentences(stories, embeddings[k], pe_story) for k in range(e[0])]  # K+1 x (B, M, D)
-    if temporal is not None:
-        memories = [m + temporal[k][:M] for k, m in enumerate(memories)]
+    if temporal is not None:  # time only where there is a sentence
+        slot = ops.expand_dims(ops.cast(used, memories[0].dtype), -1)  # (B, M, 1)
+        memories = [m + temporal[k][:M] * slot for k, m in enumerate(memories)]
     attention = []
     for hop in range(e[0] - 1):
         o, p = memory_hop(u, memories[hop], memories[hop + 1], mask, linear)
@@ -148,7 +156,10 @@ class MemN2N(keras.layers.Layer):
 
     Weights: ``embeddings`` (K+1, V, D) and, with temporal encoding,
     ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper.
-    Shapes: call(stories (B, M, J) int, queries (B, J) int, linear)
+    The memory always has ``memory_size`` slots: shorter stories are padded with
+    empty slots, which take part in the attention as zero vectors (see
+    :func:`memn2n_forward`), unless ``mask_empty``.
+    Shapes: call(stories (B, <=M, J) int, queries (B, J) int, linear)
     -> logits (B, V), attention (B, K, M).
     """
 
@@ -161,6 +172,7 @@ class MemN2N(keras.layers.Layer):
         position_encoding: bool = True,
         temporal_encoding: bool = True,
         init_std: float = 0.1,
+        mask_empty: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -170,8 +182,9 @@ class MemN2N(keras.layers.Layer):
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
         self.config = dict(vocab_size=vocab_size, embed_dim=embed_dim, memory_size=memory_size, hops=hops,
                            position_encoding=position_encoding, temporal_encoding=temporal_encoding,
-                           init_std=init_std)
+                           init_std=init_std, mask_empty=mask_empty)
         self.hops, self.memory_size, self.use_pe = hops, memory_size, position_encoding
+        self.mask_empty = mask_empty
         init = keras.initializers.RandomNormal(stddev=init_std)
         self.embeddings = self.add_weight(shape=(hops + 1, vocab_size, embed_dim), initializer=init, name="embeddings")
         self.temporal = (
@@ -183,7 +196,10 @@ class MemN2N(keras.layers.Layer):
         M = _checks.shape_of(stories)[1]
         if M is not None and M > self.memory_size:
             raise ValueError(f"stories: expected (B, M, J) with M <= {self.memory_size}, got {_checks.shape_of(stories)}")
-        return memn2n_forward(stories, queries, self.embeddings, self.temporal, self.use_pe, linear)
+        if not self.mask_empty:  # every slot counts in the softmax: pad to the full memory
+            pad = self.memory_size - ops.shape(stories)[1]
+            stories = ops.pad(stories, [[0, 0], [0, pad], [0, 0]])  # (B, M, J)
+        return memn2n_forward(stories, queries, self.embeddings, self.temporal, self.use_pe, linear, self.mask_empty)
 
     def get_config(self) -> dict:
         return {**super().get_config(), **self.config}
@@ -206,14 +222,14 @@ def train_memn2n(
     import tensorflow as tf
 
     cfg = config or TrainConfig()
+    plan = schedule(cfg)  # (linear, learning rate) per epoch; checks the config
     rng = np.random.default_rng(cfg.seed)
     variables = model.trainable_variables
-    if cfg.optimizer not in ("sgd", "adam"):
-        raise ValueError(f"config.optimizer: expected 'sgd' or 'adam', got {cfg.optimizer!r}")
+    # clipnorm clips each weight's gradient on its own, as the authors' code does (not one global norm)
     opt = (
-        keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=1e-8, global_clipnorm=cfg.clip_norm)
+        keras.optimizers.Adam(learning_rate=cfg.lr, epsilon=1e-8, clipnorm=cfg.clip_norm)
         if cfg.optimizer == "adam"
-        else keras.optimizers.SGD(learning_rate=cfg.lr, global_clipnorm=cfg.clip_norm)
+        else keras.optimizers.SGD(learning_rate=cfg.lr, clipnorm=cfg.clip_norm)
     )
     opt.build(variables)
     J = train["queries"].shape[1]
@@ -239,17 +255,16 @@ def train_memn2n(
 
     steps = {True: make_step(True), False: make_step(False)}
     history = history_template()
-    linear = cfg.linear_start
     best = (float("inf"), None)
     valid = trim(valid)
     vs, vq, va = (ops.convert_to_tensor(valid[k]) for k in ("stories", "queries", "answers"))
-    epochs = range(cfg.epochs)
+    epochs = plan
     if progress:
         from tqdm.auto import tqdm
 
-        epochs = tqdm(epochs, desc="MemN2N", leave=False)
-    for epoch in epochs:
-        opt.learning_rate.assign(lr_at(cfg, epoch, linear))
+        epochs = tqdm(plan, desc="MemN2N", leave=False)
+    for linear, lr in epochs:
+        opt.learning_rate.assign(lr)
         step, evaluate = steps[linear]
         total, count = 0.0, 0
         for s, q, a in batches(train, cfg, rng):
@@ -262,7 +277,6 @@ def train_memn2n(
         history["linear"].append(linear)
         if not linear and v_err < best[0]:
             best = (v_err, [v.numpy() for v in model.weights])
-        linear = linear and not switch_off_linear(history, cfg)
     if best[1] is not None:
         for var, value in zip(model.weights, best[1]):
             var.assign(value)

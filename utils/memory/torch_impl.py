@@ -15,7 +15,8 @@ from torch import nn
 from utils.attention.torch_impl import masked_softmax
 
 from . import _checks
-from ._training import TrainConfig, batches, trim, history_template, lr_at, switch_off_linear
+from .numpy_ref import PE_SCALE  # the authors' code weighs words by twice the paper's l_kj
+from ._training import TrainConfig, batches, history_template, schedule, trim
 
 __all__ = [
     "position_encoding",
@@ -91,24 +92,30 @@ def memn2n_forward(
     temporal: torch.Tensor | None = None,
     position_encoding: bool = True,
     linear: bool = False,
+    mask_empty: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """MemN2N with adjacent weight tying: K = len(embeddings) - 1 hops.
 
     u^1 = B q; for k = 1..K: m_i = A^k x_i + T_A^k(i), c_i = C^k x_i + T_C^k(i),
     (o^k, p^k) = hop(u^k, m, c), u^{k+1} = u^k + o^k; logits = u^{K+1} W^T.
+    With ``position_encoding`` a sentence is sum_j PE_SCALE * l_j * (A x_j).
+    An empty slot is the zero vector (no temporal term) and takes part in the
+    softmax with score 0, as in the authors' code; ``mask_empty=True`` gives it
+    no weight instead.
     Shapes: stories (B, M, J) int, queries (B, J) int, embeddings (K+1, V, D),
     temporal (K+1, >=M, D) or None -> logits (B, V), attention (B, K, M).
     """
     s, q, e = _checks.check_model_weights(stories, queries, embeddings, temporal)
     M = s[1]
-    pe_story = _pe_matrix(s[2], e[2]).to(embeddings.device) if position_encoding else None
-    pe_query = _pe_matrix(q[1], e[2]).to(embeddings.device) if position_encoding else None
-    mask = (stories != 0).any(dim=-1)  # (B, M) slots that hold a sentence
+    pe_story = PE_SCALE * _pe_matrix(s[2], e[2]).to(embeddings.device) if position_encoding else None
+    pe_query = PE_SCALE * _pe_matrix(q[1], e[2]).to(embeddings.device) if position_encoding else None
+    used = (stories != 0).any(dim=-1)  # (B, M) slots that hold a sentence
+    mask = used if mask_empty else None
     u = embed_sentences(queries, embeddings[0], pe_query)  # (B, D)
     # all K+1 memory embeddings in one gather: (K+1, B, M, D)
     memories = torch.stack([embed_sentences(stories, embeddings[k], pe_story) for k in range(e[0])])
-    if temporal is not None:
-        memories = memories + temporal[:, None, :M]  # (K+1, B, M, D)
+    if temporal is not None:  # time only where there is a sentence
+        memories = memories + temporal[:, None, :M] * used.unsqueeze(-1).to(memories.dtype)  # (K+1, B, M, D)
     attention = []
     for hop in range(e[0] - 1):
         o, p = memory_hop(u, memories[hop], memories[hop + 1], mask, linear)
@@ -150,7 +157,10 @@ class MemN2N(nn.Module):
 
     Weights: ``embeddings`` (K+1, V, D) and, with temporal encoding,
     ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper.
-    Shapes: forward(stories (B, M, J) int, queries (B, J) int, linear)
+    The memory always has ``memory_size`` slots: shorter stories are padded with
+    empty slots, which take part in the attention as zero vectors (see
+    :func:`memn2n_forward`), unless ``mask_empty``.
+    Shapes: forward(stories (B, <=M, J) int, queries (B, J) int, linear)
     -> logits (B, V), attention (B, K, M).
     """
 
@@ -163,6 +173,7 @@ class MemN2N(nn.Module):
         position_encoding: bool = True,
         temporal_encoding: bool = True,
         init_std: float = 0.1,
+        mask_empty: bool = False,
     ) -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
@@ -170,6 +181,7 @@ class MemN2N(nn.Module):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
         self.hops, self.memory_size, self.use_pe = hops, memory_size, position_encoding
+        self.mask_empty = mask_empty
         self.embeddings = nn.Parameter(torch.randn(hops + 1, vocab_size, embed_dim) * init_std)
         self.temporal = (
             nn.Parameter(torch.randn(hops + 1, memory_size, embed_dim) * init_std) if temporal_encoding else None
@@ -180,7 +192,9 @@ class MemN2N(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         if stories.shape[1] > self.memory_size:
             raise ValueError(f"stories: expected (B, M, J) with M <= {self.memory_size}, got {tuple(stories.shape)}")
-        return memn2n_forward(stories, queries, self.embeddings, self.temporal, self.use_pe, linear)
+        if not self.mask_empty:  # every slot counts in the softmax: pad to the full memory
+            stories = nn.functional.pad(stories, (0, 0, 0, self.memory_size - stories.shape[1]))  # (B, M, J)
+        return memn2n_forward(stories, queries, self.embeddings, self.temporal, self.use_pe, linear, self.mask_empty)
 
 
 def train_memn2n(
@@ -198,26 +212,24 @@ def train_memn2n(
     Shapes: stories (N, M, J), queries (N, J), answers (N,).
     """
     cfg = config or TrainConfig()
+    plan = schedule(cfg)  # (linear, learning rate) per epoch; checks the config
     rng = np.random.default_rng(cfg.seed)
     dev = next(model.parameters()).device
-    if cfg.optimizer not in ("sgd", "adam"):
-        raise ValueError(f"config.optimizer: expected 'sgd' or 'adam', got {cfg.optimizer!r}")
     opt = (torch.optim.SGD if cfg.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=cfg.lr)
     history = history_template()
-    linear = cfg.linear_start
     best = (float("inf"), None)
-    epochs = range(cfg.epochs)
+    epochs = plan
     if progress:
         from tqdm.auto import tqdm
 
-        epochs = tqdm(epochs, desc="MemN2N", leave=False)
+        epochs = tqdm(plan, desc="MemN2N", leave=False)
     valid = trim(valid)
     vs = torch.as_tensor(valid["stories"], device=dev)
     vq = torch.as_tensor(valid["queries"], device=dev)
     va = torch.as_tensor(valid["answers"], device=dev)
-    for epoch in epochs:
+    for linear, lr in epochs:
         for group in opt.param_groups:
-            group["lr"] = lr_at(cfg, epoch, linear)
+            group["lr"] = lr
         model.train()
         total, count = 0.0, 0
         for s, q, a in batches(train, cfg, rng):
@@ -226,7 +238,8 @@ def train_memn2n(
             loss = nn.functional.cross_entropy(logits, a, reduction="sum")  # summed, as in the paper
             opt.zero_grad(set_to_none=True)
             loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            for weight in model.parameters():  # each weight tensor on its own, as in the authors' code
+                nn.utils.clip_grad_norm_(weight, cfg.clip_norm)
             opt.step()
             total, count = total + loss.item(), count + len(a)
         model.eval()
@@ -240,7 +253,6 @@ def train_memn2n(
         history["linear"].append(linear)
         if not linear and v_err < best[0]:
             best = (v_err, {k: v.detach().clone() for k, v in model.state_dict().items()})
-        linear = linear and not switch_off_linear(history, cfg)
     if best[1] is not None:
         model.load_state_dict(best[1])
     return history
