@@ -18,6 +18,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from utils.transformer.common import _positive_int
+
 __all__ = [
     "BertConfig",
     "NAME_TABLE",
@@ -44,12 +46,6 @@ NAME_TABLE = [
     ("layer_norm_eps", "layer_norm_eps", "(fixed at 1e-12)"),
     ("pad_id", "pad_token_id", "(token id 0)"),
 ]
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    return int(value)
 
 
 @dataclass(frozen=True)

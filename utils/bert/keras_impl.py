@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from keras import ops  # noqa: E402
 
-from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, export_weights, load_weights  # noqa: E402
+from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, _Dropout, export_weights, load_weights  # noqa: E402
 
 from .common import IGNORE_INDEX, BertConfig, check_mlm_args, encode_texts, trim_rows, warmup_linear_decay  # noqa: E402
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir  # noqa: E402
@@ -49,16 +49,6 @@ __all__ = [
 ]
 
 Tensor = Any
-
-
-class _Dropout(keras.layers.Layer):
-    def __init__(self, rate: float, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.rate = float(rate)
-        self._seed = keras.random.SeedGenerator()
-
-    def call(self, x: Tensor, training: bool | None = None) -> Tensor:
-        return keras.random.dropout(x, self.rate, seed=self._seed) if training and self.rate > 0 else x
 
 
 def _as_ids(name: str, ids: Any) -> Tensor:
