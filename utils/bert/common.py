@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from utils.transformer.common import _positive_int
+from utils.transformer.common import _check_attention_sizes, _positive_int
 
 __all__ = [
     "BertConfig",
@@ -70,12 +70,7 @@ class BertConfig:
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "max_len", "type_vocab_size"):
             _positive_int(name, getattr(self, name))
-        if self.d_model % self.num_heads:
-            raise ValueError(f"num_heads: expected a divisor of d_model={self.d_model}, got {self.num_heads}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout!r}")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps: expected a positive number, got {self.layer_norm_eps!r}")
+        _check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id: expected an id in [0, vocab_size={self.vocab_size}), got {self.pad_id!r}")
 

@@ -28,6 +28,16 @@ def _positive_int(name: str, value: object) -> int:
     return int(value)
 
 
+def _check_attention_sizes(d_model: int, num_heads: int, dropout: float, layer_norm_eps: float) -> None:
+    """The checks every attention config shares: heads divide the width, dropout and epsilon in range."""
+    if d_model % num_heads:
+        raise ValueError(f"num_heads: expected a divisor of d_model={d_model}, got {num_heads}")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
+    if not layer_norm_eps > 0:
+        raise ValueError(f"layer_norm_eps: expected a positive number, got {layer_norm_eps!r}")
+
+
 @dataclass(frozen=True)
 class TransformerConfig:
     """Sizes and switches of an encoder-decoder Transformer (names as in the paper's Table 3).
@@ -59,12 +69,7 @@ class TransformerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
-        if self.d_model % self.num_heads:
-            raise ValueError(f"num_heads: expected a divisor of d_model={self.d_model}, got {self.num_heads}")
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout: expected a probability in [0, 1), got {self.dropout!r}")
-        if not self.layer_norm_eps > 0:
-            raise ValueError(f"layer_norm_eps: expected a positive number, got {self.layer_norm_eps!r}")
+        _check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
 
     def to_dict(self) -> dict:
         return asdict(self)
