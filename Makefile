@@ -35,11 +35,12 @@ assignments: install
 		$(RUN) -m nbgrader generate_assignment "$$id" --force --log-level=WARN || exit 1; done
 	$(RUN) -m tools.sync_notebooks
 
-# Autograde every submission of one assignment and write feedback and grades:
-#   make grade ASSIGNMENT=01_soft_attention_pytorch
+# Autograde every submission of one assignment, each in its own sandbox, and
+# write feedback and grades:
+#   make grade ASSIGNMENT=01_soft_attention_pytorch [JOBS=N] [UNSAFE=1]
 grade: install
-	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id>  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
-	$(RUN) -m tools.grade "$(ASSIGNMENT)"
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id> [JOBS=N]  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
+	$(RUN) -m tools.grade "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe)
 
 # Quality and speed runs too long for CI; results are recorded under benchmarks/.
 bench: install

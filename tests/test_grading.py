@@ -2,13 +2,15 @@
 
 For each assignment: the committed release equals a fresh
 ``nbgrader generate_assignment``; the release carries no solution and no hidden
-test; the solution, submitted as a student would, autogrades to full marks; the
+test; graded by ``tools.grade`` (sandboxed, every verdict decided outside the
+kernel), the solution, submitted as a student would, gets full marks; the
 untouched release autogrades to zero; every wrong implementation listed in
 ``tests/mutants/<id>.yml`` gets partial marks and the message that names the
 mistake; and no feedback page shows hidden test code.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nbformat
@@ -16,6 +18,8 @@ import pytest
 import yaml
 
 from tests import grading_support as gs
+from tools import sandbox
+from tools.grade import grade
 from tools.sync_notebooks import render, repository_url
 
 ASSIGNMENTS = gs.assignment_ids()
@@ -57,8 +61,7 @@ def graded(request, tmp_path_factory) -> dict:
             assert old in code, f"mutant {m['name']!r}: {old!r} not found in cell {m['cell']!r}; update tests/mutants/{assignment}.yml"
             code = code.replace(old, new)
         gs.write_submission(course, assignment, f"mutant{i}", gs.fill_release(release_nb, {**fills, m["cell"]: code}))
-    gs.nbgrader(["autograde", assignment, "--force"], course)
-    gs.nbgrader(["generate_feedback", assignment, "--force"], course)
+    grade(assignment, course, jobs=1, unsafe=sandbox.check() is not None and os.environ.get("CI") != "true")
     return {
         "id": assignment, "course": course, "source": source_nb, "release_path": release_path,
         "scores": gs.scores(course, assignment), "mutants": mutants,

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import csv
+import os
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from tests import grading_support as gs
+from tools import sandbox
 from tools.grade import grade
 
 AID = "01_soft_attention_pytorch"
@@ -36,7 +38,8 @@ def graded(tmp_path_factory) -> dict:
     broken = course / "submitted" / "g_not_json" / AID
     broken.mkdir(parents=True)
     (broken / f"{AID}.ipynb").write_text("{ this is not a notebook")
-    results = {r.student: r for r in grade(AID, course, timeout=10)}
+    unsafe = sandbox.check() is not None and os.environ.get("CI") != "true"
+    results = {r.student: r for r in grade(AID, course, timeout=10, unsafe=unsafe)}
     return {"course": course, "results": results}
 
 
@@ -59,16 +62,23 @@ def test_exception_and_hang_give_partial_marks(graded) -> None:
     for student in ("b_raises", "c_hangs"):
         r = graded["results"][student]
         assert r.status == "graded" and 0 < r.score < r.max_score, (student, r)
+    assert "10 s limit per cell" in graded["results"]["c_hangs"].note
     page = gs.visible_text((graded["course"] / "feedback" / "c_hangs" / AID / f"{AID}.html").read_text())
-    assert "Timeout" in page or "KeyboardInterrupt" in page or "CellTimeoutError" in page
+    assert "10 s limit per cell" in page
 
 
-def test_dead_kernel_and_broken_file_get_zero_with_a_reason(graded) -> None:
-    for student, words in (("d_kills_kernel", "kernel died"), ("g_not_json", "not a valid notebook")):
-        r = graded["results"][student]
-        assert r.status == "failed" and r.score == 0 and words in r.note, (student, r)
-        page = (graded["course"] / "feedback" / student / AID / f"{AID}.html").read_text()
-        assert words in page
+def test_dead_kernel_keeps_the_points_earned_before_it_died(graded) -> None:
+    r = graded["results"]["d_kills_kernel"]
+    assert r.status == "graded" and 0 < r.score < r.max_score and "kernel died" in r.note, r
+    page = gs.visible_text((graded["course"] / "feedback" / "d_kills_kernel" / AID / f"{AID}.html").read_text())
+    assert "kernel died" in page
+
+
+def test_broken_file_gets_zero_with_a_reason(graded) -> None:
+    r = graded["results"]["g_not_json"]
+    assert r.status == "failed" and r.score == 0 and "not a valid notebook" in r.note, r
+    page = (graded["course"] / "feedback" / "g_not_json" / AID / f"{AID}.html").read_text()
+    assert "not a valid notebook" in page
 
 
 def test_deleted_test_cells_are_restored_and_graded(graded) -> None:

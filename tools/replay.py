@@ -1,0 +1,311 @@
+"""Decide every graded test outside the student's kernel.
+
+The sandboxed kernel that ran a submission reported, as plain data, each value
+its test cells obtained from student code (``utils.grading.run_student`` and
+``observe``). Here, in a process where no student code ever runs, each test cell
+of the *instructor's* source notebook (hidden tests included) is executed again:
+the set-up cells run for real, the names the student defined are inert stand-ins,
+and ``run_student`` / ``observe`` hand back the recorded values. Expected values
+are therefore computed from the course's own code on the test's own inputs, and
+a kernel that patched its checks, its NumPy or its test cells gains nothing.
+
+Usage (one JSON job per line on stdin, one JSON result per line on stdout)::
+
+    python -m tools.replay --serve
+
+A job is ``{"source": <source notebook>, "student": {<grade_id>: <cell source>},
+"extra": [<sources of cells the student added>], "records": <record file>}``;
+the result maps each test cell's grade_id to ``{"passed": bool, "message": str}``.
+The student's sources are only parsed (``ast``), never executed.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+MAX_RECORD_BYTES = 64 * 1024 * 1024
+_SAFE_NAME = re.compile(r"[^A-Za-z0-9_.]")
+
+
+def _meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {}) or {}
+
+
+class Stub:
+    """Stands in for anything the student defined: absorbs attribute access and calls."""
+
+    def __init__(self, name: str) -> None:
+        object.__setattr__(self, "_replay_name", name)
+
+    @property
+    def __name__(self) -> str:  # noqa: A003 - labels in messages use it
+        return self._replay_name.split(".")[-1]
+
+    def __getattr__(self, attr: str) -> "Stub":
+        if attr.startswith("__") and attr.endswith("__"):
+            raise AttributeError(attr)
+        return Stub(f"{self._replay_name}.{attr}")
+
+    def __setattr__(self, attr: str, value: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "Stub":
+        return Stub(self._replay_name)
+
+    def __repr__(self) -> str:
+        return f"<your {self._replay_name}>"
+
+
+def clean_text(text: str, secrets: set[str], limit: int = 300) -> str:
+    """Student-controlled text made safe for feedback: printable, short, no secret lines."""
+    text = "".join(ch if ch.isprintable() else " " for ch in str(text))[: limit * 4]
+    for line in secrets:
+        if line and line in text:
+            text = text.replace(line, "[...]")
+    return text[:limit] + ("..." if len(text) > limit else "")
+
+
+def secret_lines(source_nb) -> set[str]:
+    """Significant lines of the instructor's hidden tests and solutions (never shown to students)."""
+    inside_lines, outside_lines = set(), set()
+    for cell in source_nb.cells:
+        inside = False
+        for line in cell.source.splitlines():
+            stripped = line.strip()
+            if stripped.startswith(("### BEGIN HIDDEN TESTS", "### BEGIN SOLUTION")):
+                inside = True
+            elif stripped.startswith(("### END HIDDEN TESTS", "### END SOLUTION")):
+                inside = False
+            elif len(stripped) >= 12 and not stripped.startswith("#"):
+                (inside_lines if inside else outside_lines).add(stripped)
+    return inside_lines - outside_lines  # a line the release shows anyway is no secret
+
+
+def _decode(value: Any, frameworks: dict) -> Any:
+    import numpy as np
+
+    if not isinstance(value, dict):
+        return value
+    tag = value.get("t")
+    if tag == "str":
+        return str(value.get("v", ""))
+    if tag == "float":
+        return float(value.get("v", "nan"))
+    if tag in ("tuple", "list"):
+        items = [_decode(v, frameworks) for v in value.get("items", [])]
+        return tuple(items) if tag == "tuple" else items
+    if tag == "dict":
+        return {str(k): _decode(v, frameworks) for k, v in value.get("items", [])}
+    if tag == "array":
+        dtype = np.dtype(value["dtype"])
+        if dtype.kind not in "biuf":
+            raise ValueError("unsupported dtype")
+        data = [float(x) for x in value["data"]] if dtype.kind == "f" else value["data"]
+        array = np.asarray(data, dtype=dtype).reshape([int(d) for d in value["shape"]])
+        fw = value.get("fw")
+        if fw == "torch" and "torch" in frameworks:
+            return frameworks["torch"].from_numpy(array.copy())
+        if fw == "tf" and "tf" in frameworks:
+            return frameworks["tf"].convert_to_tensor(array)
+        return array
+    if tag == "opaque":
+        return Stub(_SAFE_NAME.sub("_", str(value.get("type", "object")))[:40] + " object")
+    raise ValueError(f"unknown value tag {tag!r}")
+
+
+class Replay:
+    """What ``utils.grading`` consults while a test cell is replayed."""
+
+    def __init__(self, entries: list[dict], student_sources: list[str], secrets: set[str], frameworks: dict) -> None:
+        self.entries = entries
+        self.sources = student_sources
+        self.secrets = secrets
+        self.frameworks = frameworks
+
+    def next_value(self, kind: str, label: str) -> Any:
+        from utils.grading import GradingError
+
+        label = clean_text(label, self.secrets, 80)
+        if not self.entries:
+            raise GradingError(
+                f"{label}: your notebook produced no result for this check (it stopped before it, "
+                "ran out of time, or the test cell did not run).")
+        entry = self.entries.pop(0)
+        if entry.get("kind") == "raise":
+            text = clean_text(entry.get("value", {}).get("v", "") if isinstance(entry.get("value"), dict) else "",
+                              self.secrets, 600)
+            if text.startswith("NotImplementedError"):
+                raise GradingError(f"{label}: not implemented yet (it raised NotImplementedError).")
+            raise GradingError(f"{label}: calling it raised {text}")
+        if entry.get("kind") != kind:
+            raise GradingError(f"{label}: your notebook ran this test differently from the original test cell.")
+        try:
+            return _decode(entry.get("value"), self.frameworks)
+        except Exception:  # noqa: BLE001 - malformed data from the kernel
+            raise GradingError(f"{label}: the result your notebook reported could not be read.") from None
+
+    def source_of(self, fn: Any) -> str | None:
+        """Source text of a student definition (``name`` or ``Class.method``), from the submitted cells."""
+        path = getattr(fn, "_replay_name", None) or getattr(fn, "__name__", None)
+        if not isinstance(path, str):
+            return None
+        parts = path.split(".")
+        for source in self.sources:
+            try:
+                tree = ast.parse(source)
+            except SyntaxError:
+                continue
+            nodes = tree.body
+            found = None
+            for depth, part in enumerate(parts):
+                match = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                         and n.name == part]
+                if not match:
+                    found = None
+                    break
+                found = match[-1]
+                nodes = getattr(found, "body", [])
+            if found is not None:
+                return ast.get_source_segment(source, found)
+        return None
+
+
+class Namespace(dict):
+    """The replay's globals: a name the tests use but nobody defined is the student's (e.g. made by exec)."""
+
+    def __missing__(self, name: str) -> Any:
+        import builtins
+
+        if hasattr(builtins, name) or name.startswith("__"):
+            raise KeyError(name)
+        return Stub(name)
+
+
+def defined_names(sources: list[str]) -> set[str]:
+    """Top-level names that the student's cells bind (parsed, not run)."""
+    names = set()
+    for source in sources:
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for sub in ast.walk(target):
+                        if isinstance(sub, ast.Name):
+                            names.add(sub.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    names.add((alias.asname or alias.name).split(".")[0])
+    return names
+
+
+def read_records(path: Path) -> dict[str, list[dict]]:
+    by_cell: dict[str, list[dict]] = {}
+    if not path.exists():
+        return by_cell
+    with path.open("rb") as fh:
+        data = fh.read(MAX_RECORD_BYTES + 1)
+    if len(data) > MAX_RECORD_BYTES:
+        return by_cell
+    for line in data.decode("utf-8", "replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and isinstance(entry.get("cell"), str):
+            by_cell.setdefault(entry["cell"], []).append(entry)
+    return by_cell
+
+
+def replay(source_path: str, student: dict[str, str], extra: list[str], records_path: str) -> dict[str, dict]:
+    """Replay every test cell of the source notebook against the recorded values."""
+    import utils.grading as grading
+
+    source_nb = nbformat.read(source_path, as_version=4)
+    secrets = secret_lines(source_nb)
+    records = read_records(Path(records_path))
+    student_sources = [student[k] for k in student] + list(extra)
+    frameworks: dict[str, Any] = {}
+    text = "\n".join(c.source for c in source_nb.cells if c.cell_type == "code")
+    if "import torch" in text:
+        import torch
+
+        frameworks["torch"] = torch
+    if "import tensorflow" in text or "from keras" in text or "import keras" in text:
+        import tensorflow as tf
+
+        frameworks["tf"] = tf
+
+    namespace: dict[str, Any] = Namespace(__name__="__main__")
+    for name in defined_names(student_sources):
+        namespace[name] = Stub(name)
+    results: dict[str, dict] = {}
+    setup_error = None
+    for cell in source_nb.cells:
+        meta = _meta(cell)
+        if cell.cell_type != "code" or meta.get("solution"):
+            continue
+        gid = meta.get("grade_id")
+        if not meta.get("grade"):
+            if not meta.get("locked"):
+                continue  # e.g. the Colab set-up cell: nothing the tests need
+            try:
+                exec(compile(cell.source, f"<setup {gid}>", "exec"), namespace)  # instructor's code
+            except Exception as exc:  # noqa: BLE001
+                setup_error = f"{type(exc).__name__}: {exc}"
+            continue
+        if setup_error:
+            results[gid] = {"passed": False, "message": f"the grader's set-up failed ({setup_error}); tell your instructor"}
+            continue
+        replay_state = Replay(list(records.get(gid, [])), student_sources, secrets, frameworks)
+        grading._state["replay"] = replay_state
+        try:
+            exec(compile(cell.source, f"<test {gid}>", "exec"), namespace)  # instructor's code
+            results[gid] = {"passed": True, "message": ""}
+        except grading.GradingError as exc:  # the course's own message (student text in it was cleaned)
+            results[gid] = {"passed": False, "message": clean_text(str(exc), set(), 1200)}
+        except Exception as exc:  # noqa: BLE001 - e.g. a result of the wrong structure
+            results[gid] = {"passed": False, "message": clean_text(
+                f"the test could not use your result ({type(exc).__name__}: {exc})", secrets, 600)}
+        finally:
+            grading._state["replay"] = None
+    return results
+
+
+def serve() -> int:
+    """Answer jobs from stdin, one per line, until it closes."""
+    out = sys.stdout
+    sys.stdout = sys.stderr  # anything the course code prints must not corrupt the answers
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            job = json.loads(line)
+            answer = {"ok": True, "results": replay(job["source"], job["student"], job.get("extra", []), job["records"])}
+        except Exception:  # noqa: BLE001 - report and go on with the next job
+            answer = {"ok": False, "error": traceback.format_exc(limit=5)[-2000:]}
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    if sys.argv[1:] == ["--serve"]:
+        sys.exit(serve())
+    print(__doc__)
+    sys.exit(2)
