@@ -235,7 +235,7 @@ def results() -> dict:
     ``score`` counts questions whose latest check was correct.
     """
     quizzes = []
-    for (lesson, part), rec in sorted(_SHOWN.items()):
+    for (lesson, part), rec in sorted(_SHOWN.items(), key=lambda kv: (kv[0][0], PARTS.index(kv[0][1]))):
         qs = [dict(e, selected=list(e["selected"])) for e in rec["questions"].values()]
         quizzes.append({
             "lesson": lesson,
@@ -318,7 +318,7 @@ def _question_widget(number: int, q: Question, tally: dict, on_change: Any, rec:
         selected = lambda: [] if radio.value is None else [radio.value]  # noqa: E731
         prompt = ""
     if q.kind == "predict":
-        prompt += " <i>(predict, then check against the lesson)</i>"
+        prompt += " <i>(work it out first, then compare with what the lesson computes)</i>"
     button = w.Button(description="Check", button_style="primary")
     feedback = w.HTML()
 
