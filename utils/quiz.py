@@ -4,15 +4,29 @@ A bank has a ``pre`` and a ``post`` part. Each question has an ``id`` unique in
 the bank, a ``question``, and ``answers``, each with ``text``, ``explain`` and
 optionally ``correct: true``. A question has exactly one correct answer unless it
 declares ``multiple: true``; then the student must pick exactly the correct set.
+Optional question keys:
+
+* ``kind: predict`` marks a question that asks the student to predict a number,
+  a shape or a plot that the lesson then computes (the default is ``recall``);
+* ``framework: pytorch`` (or ``tensorflow``) shows the question only in that
+  framework's notebook, for facts that differ between the two libraries.
+
+The options are shown in a shuffled order, the same every time for a given
+lesson, part and question (the seed is a CRC-32 of those names, not Python's
+salted ``hash``), so that the position of the right answer tells nothing.
 
     from utils import quiz
-    quiz.show("01_soft_attention", "pre")
+    quiz.show("01_soft_attention", "pre")   # in a notebook: the quiz widget
+    print(quiz.results_json())               # every quiz answered in this kernel, as JSON
 """
 from __future__ import annotations
 
 import html
+import json
 import os
-from dataclasses import dataclass
+import random
+import zlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,7 +35,9 @@ import yaml
 PARTS = ("pre", "post")
 QUIZ_DIR_ENV = "COURSE_QUIZ_DIR"
 _BANK_KEYS = {"lesson", "title", "pre", "post"}
-_QUESTION_KEYS = {"id", "question", "answers", "multiple"}
+_QUESTION_KEYS = {"id", "question", "answers", "multiple", "kind", "framework"}
+KINDS = ("recall", "predict")
+FRAMEWORKS = ("pytorch", "tensorflow")
 _ANSWER_KEYS = {"text", "correct", "explain"}
 
 
@@ -42,6 +58,8 @@ class Question:
     question: str
     answers: tuple[Answer, ...]
     multiple: bool = False
+    kind: str = "recall"
+    framework: str | None = None
 
     @property
     def correct_set(self) -> frozenset[int]:
@@ -98,6 +116,10 @@ def _parse_question(raw: Any, where: str) -> Question:
     _require(isinstance(text, str) and text.strip() != "", where, "needs a non-empty 'question'")
     multiple = raw.get("multiple", False)
     _require(isinstance(multiple, bool), where, f"'multiple' must be true or false, got {multiple!r}")
+    kind = raw.get("kind", "recall")
+    _require(kind in KINDS, where, f"'kind' must be one of {KINDS}, got {kind!r}")
+    framework = raw.get("framework")
+    _require(framework is None or framework in FRAMEWORKS, where, f"'framework' must be one of {FRAMEWORKS}, got {framework!r}")
     answers_raw = raw.get("answers")
     _require(isinstance(answers_raw, list) and len(answers_raw) >= 2, where, "needs a list of at least 2 'answers'")
     answers = []
@@ -118,7 +140,7 @@ def _parse_question(raw: Any, where: str) -> Question:
         _require(n_correct >= 1, where, "declares multiple: true but marks no answer correct")
     else:
         _require(n_correct == 1, where, f"expected exactly one correct answer (or declare multiple: true), found {n_correct}")
-    return Question(qid.strip(), text.strip(), tuple(answers), multiple)
+    return Question(qid.strip(), text.strip(), tuple(answers), multiple, kind, framework)
 
 
 def parse_bank(raw: Any, source: str = "<bank>") -> Bank:
@@ -160,7 +182,128 @@ def load_bank(lesson: str | Path) -> Bank:
     return bank
 
 
-def _question_widget(number: int, q: Question, tally: dict, on_change: Any):
+def shuffle_seed(lesson: str, part: str, question_id: str) -> int:
+    """A seed that is the same in every Python process (``hash`` of a str is salted)."""
+    return zlib.crc32(f"{lesson}/{part}/{question_id}".encode("utf-8"))
+
+
+def shuffled(q: Question, lesson: str, part: str) -> Question:
+    """``q`` with its answers in the display order for this lesson and part."""
+    order = list(range(len(q.answers)))
+    random.Random(shuffle_seed(lesson, part, q.id)).shuffle(order)
+    return replace(q, answers=tuple(q.answers[i] for i in order))
+
+
+def select_questions(bank: Bank, part: str, framework: str | None) -> tuple[Question, ...]:
+    """The questions of one part for a framework's notebook: the shared ones and that
+    framework's own. With ``framework=None`` every question is kept."""
+    if framework is not None and framework not in FRAMEWORKS:
+        raise ValueError(f"framework: expected one of {FRAMEWORKS} or None, got {framework!r}")
+    return tuple(q for q in bank.parts[part] if framework is None or q.framework in (None, framework))
+
+
+# ---------------------------------------------------------------- answers of this kernel
+
+_SHOWN: dict[tuple[str, str], dict] = {}  # (lesson, part) -> the record of the quiz shown last
+
+
+def _record(lesson: str, part: str, framework: str | None, questions: Sequence[Question]) -> dict:
+    rec = {
+        "lesson": lesson,
+        "part": part,
+        "framework": framework,
+        "questions": {q.id: {"id": q.id, "kind": q.kind, "selected": [], "correct": None, "attempts": 0} for q in questions},
+    }
+    _SHOWN[(lesson, part)] = rec  # a re-run cell builds fresh widgets: its answers start again
+    return rec
+
+
+def _note_answer(rec: dict, q: Question, chosen: Sequence[int], ok: bool) -> None:
+    entry = rec["questions"][q.id]
+    entry["selected"] = [q.answers[i].text for i in sorted(chosen)]
+    entry["correct"] = ok
+    entry["attempts"] += 1
+
+
+def results() -> dict:
+    """Every quiz shown in this kernel, with the student's latest answers.
+
+    ``{"quizzes": [{"lesson", "part", "framework", "score", "answered", "total",
+    "questions": [{"id", "kind", "selected", "correct", "attempts"}]}]}``;
+    ``selected`` holds the texts of the chosen options (the display order is
+    shuffled, so indices would mean little), ``correct`` is None while unanswered,
+    ``score`` counts questions whose latest check was correct.
+    """
+    quizzes = []
+    for (lesson, part), rec in sorted(_SHOWN.items(), key=lambda kv: (kv[0][0], PARTS.index(kv[0][1]))):
+        qs = [dict(e, selected=list(e["selected"])) for e in rec["questions"].values()]
+        quizzes.append({
+            "lesson": lesson,
+            "part": part,
+            "framework": rec["framework"],
+            "score": sum(e["correct"] is True for e in qs),
+            "answered": sum(e["correct"] is not None for e in qs),
+            "total": len(qs),
+            "questions": qs,
+        })
+    return {"quizzes": quizzes}
+
+
+def results_json(student: str | None = None) -> str:
+    """``results()`` as one JSON string, to paste into a form or save as a file."""
+    data = results()
+    if student is not None:
+        data = {"student": student, **data}
+    return json.dumps(data, ensure_ascii=False, indent=1)
+
+
+def save_results(path: str | Path, student: str | None = None) -> Path:
+    """Write ``results_json(student)`` to ``path`` (e.g. to hand in with an assignment)."""
+    path = Path(path)
+    path.write_text(results_json(student) + "\n", encoding="utf-8")
+    return path
+
+
+def summary() -> str:
+    """A short printable report: one line per quiz, one per question."""
+    lines = []
+    for qz in results()["quizzes"]:
+        fw = f" ({qz['framework']})" if qz["framework"] else ""
+        lines.append(f"{qz['lesson']} {qz['part']}{fw}: {qz['score']} / {qz['total']} ({qz['answered']} answered)")
+        for e in qz["questions"]:
+            mark = {True: "right", False: "wrong", None: "not answered"}[e["correct"]]
+            chosen = "; ".join(e["selected"])
+            lines.append(f"  {e['id']}: {mark}" + (f" - {chosen}" if chosen else ""))
+    return "\n".join(lines) if lines else "No quiz has been shown in this kernel yet."
+
+
+def clear_results() -> None:
+    """Forget every quiz shown so far (the tests use it)."""
+    _SHOWN.clear()
+
+
+def collect(sources: Sequence[str | Path]) -> list[dict]:
+    """Instructors: one row per student and quiz from exported JSON (file paths or strings).
+
+    Rows: ``student`` (None if not given), ``lesson``, ``part``, ``score``, ``answered``,
+    ``total``; ready for ``csv.DictWriter`` or ``pandas.DataFrame``.
+    """
+    rows = []
+    for src in sources:
+        text = str(src)
+        if not text.lstrip().startswith("{"):
+            text = Path(src).read_text(encoding="utf-8")
+        data = json.loads(text)
+        for qz in data.get("quizzes", []):
+            rows.append({"student": data.get("student"), "lesson": qz["lesson"], "part": qz["part"],
+                         "score": qz["score"], "answered": qz["answered"], "total": qz["total"]})
+    return rows
+
+
+# ---------------------------------------------------------------- widgets
+
+
+def _question_widget(number: int, q: Question, tally: dict, on_change: Any, rec: dict | None = None):
     import ipywidgets as w
 
     labels = [a.text for a in q.answers]
@@ -174,39 +317,57 @@ def _question_widget(number: int, q: Question, tally: dict, on_change: Any):
         selector = radio
         selected = lambda: [] if radio.value is None else [radio.value]  # noqa: E731
         prompt = ""
+    if q.kind == "predict":
+        prompt += " <i>(work it out first, then compare with what the lesson computes)</i>"
     button = w.Button(description="Check", button_style="primary")
     feedback = w.HTML()
 
     def check(_: Any) -> None:
-        ok, text = q.check(selected())
+        chosen = selected()
+        ok, text = q.check(chosen)
         colour = "#1a7f37" if ok else "#b42318"
         feedback.value = f"<div style='color:{colour}; white-space:pre-wrap'>{html.escape(text)}</div>"
-        tally[q.id] = ok
+        if chosen:  # "pick an answer first" is not an attempt
+            tally[q.id] = ok
+            if rec is not None:
+                _note_answer(rec, q, chosen, ok)
         on_change()
 
     button.on_click(check)
-    header = w.HTML(f"<b>Q{number}.</b> {html.escape(q.question)}{prompt}")
+    tag = {"pytorch": "[PyTorch] ", "tensorflow": "[TensorFlow] "}.get(q.framework or "", "")
+    header = w.HTML(f"<b>Q{number}.</b> {html.escape(tag + q.question)}{prompt}")
     box = w.VBox([header, selector, button, feedback], layout=w.Layout(margin="0 0 12px 0"))
     box._course_check = check  # lets tests press the button without a browser
     box._course_select = selector
+    box._course_question = q  # the question as displayed (answers in display order)
     return box
 
 
-def show(lesson: str, part: str = "pre"):
-    """Build (and return) the interactive quiz for one part of a lesson's bank."""
+def show(lesson: str, part: str = "pre", framework: str | None = None):
+    """Build (and return) the interactive quiz for one part of a lesson's bank.
+
+    ``framework`` picks the framework-specific questions; by default it is the one
+    given to ``utils.runtime.setup`` in this kernel (every lesson calls it first),
+    and without either all questions are shown. Answers are kept for ``results()``.
+    """
     if part not in PARTS:
         raise ValueError(f"part: expected one of {PARTS}, got {part!r}")
     import ipywidgets as w
 
+    if framework is None:
+        from utils import runtime
+
+        framework = runtime.current_framework()
     bank = load_bank(lesson)
-    questions = bank.parts[part]
+    questions = [shuffled(q, bank.lesson, part) for q in select_questions(bank, part, framework)]
+    rec = _record(bank.lesson, part, framework, questions)
     tally: dict[str, bool] = {}
     score = w.HTML()
 
     def update() -> None:
         score.value = f"<b>Score: {sum(tally.values())} / {len(questions)}</b> ({len(tally)} answered)"
 
-    items = [_question_widget(i + 1, q, tally, update) for i, q in enumerate(questions)]
+    items = [_question_widget(i + 1, q, tally, update, rec) for i, q in enumerate(questions)]
     update()
     title = w.HTML(f"<h3>{html.escape(bank.title)}: {'pre-lesson' if part == 'pre' else 'post-lesson'} quiz</h3>")
     return w.VBox([title, *items, score])

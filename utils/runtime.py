@@ -145,13 +145,23 @@ def _pin_threads(framework: str) -> None:
             pass
 
 
+_current_framework: str | None = None
+
+
+def current_framework() -> str | None:
+    """The framework of the last ``setup`` call in this process (None before any)."""
+    return _current_framework
+
+
 def setup(framework: str, seed: int = 0, verbose: bool = True) -> Profile:
     """One call at the top of every notebook: prepare, import and seed a framework.
 
     Returns the run profile. For TensorFlow this sets the quiet-logging
     variables before the first import, so the learner sees no log noise.
     """
+    global _current_framework
     _check_framework(framework)
+    _current_framework = framework
     if framework == "tensorflow":
         prepare_tensorflow_env()
         import keras  # noqa: F401  (imported so seed_everything seeds it)
