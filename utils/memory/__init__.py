@@ -1,4 +1,4 @@
-"""Memory networks: End-To-End Memory Networks (MemN2N) and content-based addressing.
+"""Memory networks: End-To-End Memory Networks (MemN2N), content-based addressing and the DNC memory.
 
 Three twins share one public API (a test compares their names and signatures):
 
@@ -8,11 +8,16 @@ Three twins share one public API (a test compares their names and signatures):
 
 Shape letters: B batch, M memory slots (sentences; slot 0 is the newest),
 J words per sentence, V vocabulary, D embedding width, K hops, N memory rows
-of a Neural Turing Machine memory, W their width.
+of a Neural Turing Machine or DNC memory, W their width, R DNC read heads.
 
 Weights of a MemN2N with adjacent tying: ``embeddings`` (K+1, V, D) and
 ``temporal`` (K+1, M, D). Hop k (1-based) uses A^k = embeddings[k-1] for the
 input memory and C^k = embeddings[k] for the output memory; the question
 embedding is B = embeddings[0] (= A^1) and the answer matrix is W^T =
 embeddings[K] (= C^K). The temporal matrices are tied the same way.
+
+The DNC memory (Graves et al. 2016) is a set of ``dnc_*`` functions without a
+controller: usage and allocation, the erase-then-add write, precedence and the
+temporal link matrix, the backward/content/forward read weightings, and
+``dnc_step``, which chains them in the paper's order on a dict state.
 """

@@ -5,7 +5,18 @@ from typing import Any
 
 from utils.attention._checks import shape_of
 
-__all__ = ["shape_of", "check_ids", "check_encoding", "check_hop", "check_model_weights", "check_content"]
+__all__ = [
+    "shape_of",
+    "check_ids",
+    "check_encoding",
+    "check_hop",
+    "check_model_weights",
+    "check_content",
+    "check_dnc",
+    "check_dnc_dicts",
+    "DNC_STATE",
+    "DNC_INTERFACE",
+]
 
 
 def check_ids(name: str, x: Any, rank: int, layout: str) -> tuple:
@@ -73,3 +84,48 @@ def check_content(memory: Any, key: Any, strength: Any) -> None:
             raise ValueError(f"strength: expected a number or (B,) = ({m[0]},), got shape {st}")
     elif not isinstance(strength, (int, float)):
         raise ValueError(f"strength: expected a number or (B,) array, got {type(strength).__name__}")
+
+
+# ----------------------------------------------------------------------------- DNC memory
+# Shape letters: B batch, N memory rows (slots), W row width, R read heads.
+
+DNC_STATE = ("memory", "usage", "link", "precedence", "write_weights", "read_weights")
+DNC_INTERFACE = (
+    "write_key", "write_strength", "erase", "add", "free_gates",
+    "allocation_gate", "write_gate", "read_keys", "read_strengths", "read_modes",
+)
+
+
+def check_dnc(**arrays: Any) -> None:
+    """Check DNC arrays against one another by their layouts (letters B, N, W, R, and the 3 read modes).
+
+    Each keyword is ``name=(array, "B N")``: the letters name the axes, and every
+    letter must mean the same size in every argument of the call.
+    """
+    sizes: dict[str, int] = {}
+    for name, (x, layout) in arrays.items():
+        letters = layout.split()
+        shape = shape_of(x)
+        want = "(" + ", ".join(letters) + ")"
+        if len(shape) != len(letters):
+            raise ValueError(f"{name}: expected {want}, got shape {shape}")
+        for letter, size in zip(letters, shape):
+            if letter.isdigit():
+                if size != int(letter):
+                    raise ValueError(f"{name}: expected {want}, got shape {shape}")
+                continue
+            if size is None:
+                continue
+            if sizes.setdefault(letter, size) != size:
+                known = ", ".join(f"{k}={v}" for k, v in sizes.items())
+                raise ValueError(f"{name}: expected {want} with {known}, got shape {shape}")
+
+
+def check_dnc_dicts(state: Any, interface: Any) -> None:
+    """The state and interface dicts of ``dnc_step`` hold every key they need."""
+    for what, value, keys in (("state", state, DNC_STATE), ("interface", interface, DNC_INTERFACE)):
+        if not isinstance(value, dict):
+            raise ValueError(f"{what}: expected a dict with keys {keys}, got {type(value).__name__}")
+        missing = [k for k in keys if k not in value]
+        if missing:
+            raise ValueError(f"{what}: missing keys {missing} (expected {keys})")

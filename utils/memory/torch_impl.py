@@ -1,8 +1,9 @@
-"""PyTorch twin of the memory-network code (same names and signatures as keras_impl).
+"""PyTorch twin of the memory-network and DNC-memory code (same names and signatures as keras_impl).
 
 Shapes: B batch, M memory slots (slot 0 = newest sentence), J words per
 sentence, V vocabulary, D embedding width, K hops; N memory rows and W their
-width for the content read. Word id 0 is padding and contributes nothing.
+width for the content read and the DNC memory, R DNC read heads. Word id 0
+is padding and contributes nothing.
 """
 from __future__ import annotations
 
@@ -25,6 +26,16 @@ __all__ = [
     "memn2n_forward",
     "content_addressing",
     "content_read",
+    "dnc_usage",
+    "dnc_allocation",
+    "dnc_write_weighting",
+    "dnc_write",
+    "dnc_precedence",
+    "dnc_link",
+    "dnc_directional_weights",
+    "dnc_read_weighting",
+    "dnc_initial_state",
+    "dnc_step",
     "MemN2N",
     "train_memn2n",
     "predict_memn2n",
@@ -150,6 +161,169 @@ def content_read(
     """
     weights = content_addressing(memory, key, strength)  # (B, N)
     return torch.einsum("bn,bnw->bw", weights, memory), weights
+
+
+# ----------------------------------------------------------------------------- DNC memory
+# The memory of the Differentiable Neural Computer (Graves et al. 2016, Nature 538:471-476,
+# "Methods"), without a controller: every function takes the interface values a
+# controller would emit. Shapes: B batch, N memory rows (slots), W row width, R read heads.
+# Time runs t-1 -> t: "previous" arguments come from the last step.
+
+
+def dnc_usage(
+    usage: torch.Tensor, write_weights: torch.Tensor, free_gates: torch.Tensor, read_weights: torch.Tensor
+) -> torch.Tensor:
+    """Usage u_t = (u_{t-1} + w^w_{t-1} - u_{t-1} * w^w_{t-1}) * psi_t, psi_t = prod_i (1 - f^i_t w^{r,i}_{t-1}).
+
+    A write raises a slot's usage towards 1; a read head with free gate f = 1 releases the
+    slots it read last step (the retention vector psi).
+    Shapes: usage (B, N), write_weights (B, N) of the last step, free_gates (B, R),
+    read_weights (B, R, N) of the last step -> (B, N).
+    """
+    _checks.check_dnc(usage=(usage, "B N"), write_weights=(write_weights, "B N"),
+                      free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R N"))
+    retention = torch.prod(1 - free_gates.unsqueeze(-1) * read_weights, dim=1)  # (B, N)
+    return (usage + write_weights - usage * write_weights) * retention
+
+
+def dnc_allocation(usage: torch.Tensor) -> torch.Tensor:
+    """Allocation weighting: a[phi_j] = (1 - u[phi_j]) prod_{i<j} u[phi_i], phi = slots sorted by usage.
+
+    The least-used slot gets 1 - its usage; each next slot only what the ones before it
+    leave (a fully used slot, u = 1, gets nothing). Ties go to the lower slot index.
+    Shapes: usage (B, N) -> (B, N).
+    """
+    _checks.check_dnc(usage=(usage, "B N"))
+    order = torch.sort(usage, dim=-1, stable=True).indices  # (B, N) free list: least used first
+    sorted_usage = torch.gather(usage, -1, order)  # (B, N)
+    before = torch.cumprod(sorted_usage, dim=-1)  # (B, N) prod_{i<=j}
+    before = torch.cat([torch.ones_like(before[:, :1]), before[:, :-1]], dim=-1)  # exclusive: prod_{i<j}
+    sorted_allocation = (1 - sorted_usage) * before  # (B, N) in free-list order
+    return torch.gather(sorted_allocation, -1, torch.argsort(order, dim=-1))  # back to slot order
+
+
+def dnc_write_weighting(
+    content_weights: torch.Tensor, allocation: torch.Tensor, allocation_gate: torch.Tensor, write_gate: torch.Tensor
+) -> torch.Tensor:
+    """Write weighting w^w = g^w (g^a a + (1 - g^a) c^w).
+
+    The allocation gate g^a chooses between a fresh slot (a) and a slot found by content
+    (c^w, to update it); the write gate g^w = 0 writes nothing.
+    Shapes: content_weights (B, N), allocation (B, N), allocation_gate (B,), write_gate (B,) -> (B, N).
+    """
+    _checks.check_dnc(content_weights=(content_weights, "B N"), allocation=(allocation, "B N"),
+                      allocation_gate=(allocation_gate, "B"), write_gate=(write_gate, "B"))
+    g_a, g_w = allocation_gate.unsqueeze(-1), write_gate.unsqueeze(-1)  # (B, 1)
+    return g_w * (g_a * allocation + (1 - g_a) * content_weights)
+
+
+def dnc_write(
+    memory: torch.Tensor, write_weights: torch.Tensor, erase: torch.Tensor, add: torch.Tensor
+) -> torch.Tensor:
+    """Erase, then add: M_t = M_{t-1} * (1 - w^w e^T) + w^w v^T.
+
+    Row i keeps (1 - w_i e) of itself and gains w_i v: with w_i = 1 and e = 1 the old row
+    is replaced by v; with e = 0 the write adds to it.
+    Shapes: memory (B, N, W), write_weights (B, N), erase (B, W) in [0, 1], add (B, W) -> (B, N, W).
+    """
+    _checks.check_dnc(memory=(memory, "B N W"), write_weights=(write_weights, "B N"),
+                      erase=(erase, "B W"), add=(add, "B W"))
+    w = write_weights.unsqueeze(-1)  # (B, N, 1)
+    return memory * (1 - w * erase.unsqueeze(1)) + w * add.unsqueeze(1)
+
+
+def dnc_precedence(precedence: torch.Tensor, write_weights: torch.Tensor) -> torch.Tensor:
+    """Precedence p_t = (1 - sum_i w^w_t[i]) p_{t-1} + w^w_t: where the last write went.
+
+    Shapes: precedence (B, N), write_weights (B, N) of this step -> (B, N).
+    """
+    _checks.check_dnc(precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
+    return (1 - write_weights.sum(-1, keepdim=True)) * precedence + write_weights
+
+
+def dnc_link(link: torch.Tensor, precedence: torch.Tensor, write_weights: torch.Tensor) -> torch.Tensor:
+    """Temporal links L_t[i, j] = (1 - w_i - w_j) L_{t-1}[i, j] + w_i p_{t-1}[j], diagonal 0.
+
+    L[i, j] near 1 says "row i was written right after row j". ``precedence`` is the
+    previous step's p_{t-1} (the rows written before this write), ``write_weights`` this step's.
+    Shapes: link (B, N, N), precedence (B, N), write_weights (B, N) -> (B, N, N).
+    """
+    _checks.check_dnc(link=(link, "B N N"), precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
+    w_i = write_weights.unsqueeze(-1)  # (B, N, 1)
+    w_j = write_weights.unsqueeze(1)  # (B, 1, N)
+    new = (1 - w_i - w_j) * link + w_i * precedence.unsqueeze(1)  # (B, N, N)
+    return new * (1 - torch.eye(link.shape[-1], dtype=new.dtype, device=new.device))  # no self-links
+
+
+def dnc_directional_weights(link: torch.Tensor, read_weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Forward f^i = L w^{r,i} (the rows written after) and backward b^i = L^T w^{r,i} (before).
+
+    Shapes: link (B, N, N), read_weights (B, R, N) of the last step -> forward (B, R, N), backward (B, R, N).
+    """
+    _checks.check_dnc(link=(link, "B N N"), read_weights=(read_weights, "B R N"))
+    forward = torch.einsum("bij,brj->bri", link, read_weights)  # (B, R, N)
+    backward = torch.einsum("bji,brj->bri", link, read_weights)  # (B, R, N)
+    return forward, backward
+
+
+def dnc_read_weighting(
+    backward: torch.Tensor, content: torch.Tensor, forward: torch.Tensor, read_modes: torch.Tensor
+) -> torch.Tensor:
+    """Read weighting w^{r,i} = pi^i_1 b^i + pi^i_2 c^{r,i} + pi^i_3 f^i (modes in the paper's order).
+
+    Shapes: backward, content, forward (B, R, N), read_modes (B, R, 3) summing to 1 -> (B, R, N).
+    """
+    _checks.check_dnc(backward=(backward, "B R N"), content=(content, "B R N"), forward=(forward, "B R N"),
+                      read_modes=(read_modes, "B R 3"))
+    pi = read_modes.unsqueeze(-1)  # (B, R, 3, 1)
+    return pi[:, :, 0] * backward + pi[:, :, 1] * content + pi[:, :, 2] * forward
+
+
+def dnc_initial_state(batch_size: int, slots: int, width: int, read_heads: int = 1) -> dict[str, torch.Tensor]:
+    """An empty DNC memory: every array of the state at zero (float32, on the default device).
+
+    Shapes: -> memory (B, N, W), usage (B, N), link (B, N, N), precedence (B, N),
+    write_weights (B, N), read_weights (B, R, N).
+    """
+    B, N, W, R = (int(v) for v in (batch_size, slots, width, read_heads))
+    if min(B, N, W, R) < 1:
+        raise ValueError(f"batch_size, slots, width, read_heads: expected positive ints, got {B}, {N}, {W}, {R}")
+    zeros = lambda *shape: torch.zeros(shape, dtype=torch.float32)  # noqa: E731
+    return {"memory": zeros(B, N, W), "usage": zeros(B, N), "link": zeros(B, N, N),
+            "precedence": zeros(B, N), "write_weights": zeros(B, N), "read_weights": zeros(B, R, N)}
+
+
+def dnc_step(
+    state: dict[str, torch.Tensor], interface: dict[str, torch.Tensor]
+) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """One time step of the DNC memory, in the paper's order: free, allocate, write, link, read.
+
+    ``interface`` holds what a controller would emit: write_key (B, W), write_strength (B,),
+    erase (B, W), add (B, W), free_gates (B, R), allocation_gate (B,), write_gate (B,),
+    read_keys (B, R, W), read_strengths (B, R), read_modes (B, R, 3) as (backward, content, forward).
+    Shapes: state as from :func:`dnc_initial_state` -> (the new state, reads (B, R, W)).
+    """
+    _checks.check_dnc_dicts(state, interface)
+    s, x = state, interface
+    # 1. usage: last step's write raises it, free gates release what the heads read last step
+    usage = dnc_usage(s["usage"], s["write_weights"], x["free_gates"], s["read_weights"])
+    # 2-3. where to write: a fresh slot (allocation) or a slot found by content, gated
+    write_content = content_addressing(s["memory"], x["write_key"], x["write_strength"])  # (B, N)
+    write_weights = dnc_write_weighting(write_content, dnc_allocation(usage), x["allocation_gate"], x["write_gate"])
+    memory = dnc_write(s["memory"], write_weights, x["erase"], x["add"])  # (B, N, W)
+    # 4. the order of writes: links from the previous precedence, then the new precedence
+    link = dnc_link(s["link"], s["precedence"], write_weights)  # (B, N, N)
+    precedence = dnc_precedence(s["precedence"], write_weights)
+    # 5. read: each head mixes backward, content and forward weightings
+    forward, backward = dnc_directional_weights(link, s["read_weights"])  # (B, R, N) each
+    R = _checks.shape_of(x["read_keys"])[1]
+    content = torch.stack([content_addressing(memory, x["read_keys"][:, r], x["read_strengths"][:, r])
+                        for r in range(R)], dim=1)  # (B, R, N)
+    read_weights = dnc_read_weighting(backward, content, forward, x["read_modes"])  # (B, R, N)
+    reads = torch.einsum("brn,bnw->brw", read_weights, memory)  # (B, R, W)
+    new_state = {"memory": memory, "usage": usage, "link": link, "precedence": precedence,
+                 "write_weights": write_weights, "read_weights": read_weights}
+    return new_state, reads
 
 
 class MemN2N(nn.Module):
