@@ -291,7 +291,7 @@ def test_reference_implementation_earns_nothing(attacked) -> None:
     r = attacked["results"]["g_reference_alias"]
     lost = [gid for gid, (points, maximum, message) in r.tests.items() if points < maximum]
     assert lost, r.tests
-    assert all("the exercise asks you to write it yourself" in r.tests[g][2] for g in lost), {g: r.tests[g][2] for g in lost}
+    assert all("This exercise asks you to write it yourself" in r.tests[g][2] for g in lost), {g: r.tests[g][2] for g in lost}
     assert r.score < attacked["results"]["a_good"].max_score
 
 

@@ -103,6 +103,8 @@ class Result:
     status: str = "graded"
     note: str = ""
     tests: dict = field(default_factory=dict)  # grade_id -> (points, max points, message)
+    # when it was submitted (naive UTC, as nbgrader keeps it)
+    timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc).replace(tzinfo=None))
 
 
 def _env() -> dict:
@@ -161,8 +163,11 @@ def repair(submitted, release, source) -> tuple[nbformat.NotebookNode, nbformat.
     extras_after: dict[int, list] = {}  # release cell index -> student's own cells after it
     last_release_index = -1
     seen = set()
+    plain_release = {str(c.source) for c in release.cells if not _meta(c).get("grade_id")}
     for cell in submitted.cells:
-        gid = _meta(cell).get("grade_id")
+        gid = _meta(cell).get("grade_id") or None
+        if gid is None and str(cell.source) in plain_release:
+            continue  # the release's own plain cell (e.g. the Colab set-up), already in place
         if gid in release_ids and gid not in seen:
             seen.add(gid)
             last_release_index = release_ids.index(gid)
@@ -170,7 +175,7 @@ def repair(submitted, release, source) -> tuple[nbformat.NotebookNode, nbformat.
             if _meta(rcell).get("solution") and cell.cell_type == rcell.cell_type:
                 answers[gid] = str(cell.source)
             continue
-        if gid in release_ids:
+        if gid is not None and gid in release_ids:
             notes.append(f"a second copy of cell {gid!r} was ignored")
             continue
         if cell.cell_type in ("code", "markdown"):
@@ -280,6 +285,14 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
     """Everything for one student; returns the result and the notebook to record (or None)."""
     aid, course = settings.assignment, settings.course
     result = Result(student)
+    stamp = course / "submitted" / student / aid / "timestamp.txt"
+    if stamp.is_file() and not stamp.is_symlink() and stamp.stat().st_size < 200:
+        try:
+            from nbgrader.utils import parse_utc
+
+            result.timestamp = parse_utc(stamp.read_text().strip()).replace(tzinfo=None)
+        except Exception:  # noqa: BLE001 - an unreadable timestamp counts as "now"
+            pass
     path, note = find_submission(course / "submitted" / student / aid, aid)
     notes = [note] if note else []
     if path is None:
@@ -409,7 +422,7 @@ def record_gradebook(course: Path, assignment: str, result: Result) -> None:
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         gb.update_or_create_student(result.student)
-        gb.update_or_create_submission(assignment, result.student, timestamp=datetime.now(timezone.utc))
+        gb.update_or_create_submission(assignment, result.student, timestamp=result.timestamp)
         for gid, (points, _, _) in result.tests.items():
             grade = gb.find_grade(gid, assignment, assignment, result.student)
             grade.auto_score = points
@@ -516,7 +529,11 @@ def grade(assignment: str, course: Path = ROOT, timeout: int | None = None, jobs
         if nb is not None:
             target = course / "autograded" / student / assignment
             _write_atomic(target / f"{assignment}.ipynb", nbformat.writes(nb))
-            _write_atomic(target / "timestamp.txt", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f %Z"))
+            _write_atomic(target / "timestamp.txt", f"{r.timestamp:%Y-%m-%d %H:%M:%S.%f} UTC")
+            secret = course / "submitted" / student / assignment / "submission_secret.txt"
+            if secret.is_file() and not secret.is_symlink() and secret.stat().st_size < 10_000:
+                # nbgrader's exchange matches returned feedback to the submission with it
+                _write_atomic(target / secret.name, secret.read_text(encoding="utf-8", errors="replace"))
         elif r.status == "failed":
             r.tests = {}
         if problem is None:

@@ -162,8 +162,8 @@ def _guarded(target: Callable, label: str) -> Callable:
     def guard(*args: Any, **kwargs: Any) -> Any:
         if _state.get("depth", 0) > 0 and not _caller_allowed(sys._getframe(1)):
             raise GradingError(
-                f"{label} is the course's own implementation of this exercise: "
-                "the exercise asks you to write it yourself.")
+                f"{label} is the course's own implementation of this exercise. "
+                "This exercise asks you to write it yourself.")
         return target(*args, **kwargs)
 
     guard.__course_guarded__ = True

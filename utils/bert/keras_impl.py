@@ -181,7 +181,8 @@ class BertClassifier(keras.Model):
         self.config, self.num_classes = config, num_classes
         self.bert = Bert(config, name="bert")
         self.head = Linear(config.d_model, num_classes, name="head")
-        self.head.w.assign(np.random.default_rng().normal(0.0, 0.02, (config.d_model, num_classes)).astype("float32"))
+        # N(0, 0.02) like the rest of BERT, through a Keras initialiser so the course's seed reaches it
+        self.head.w.assign(keras.initializers.RandomNormal(stddev=0.02)(shape=(config.d_model, num_classes)))
         self._drop = _Dropout(config.dropout, name="dropout")
         self.built = True
 

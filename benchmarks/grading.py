@@ -1,0 +1,149 @@
+"""Grading at class scale: mixed submissions, sandboxed grading with 1 and N jobs, plain nbgrader beside it.
+
+    python -m benchmarks.grading --assignment 01_soft_attention_pytorch --count 100 --jobs 1 2 \\
+        --json benchmarks/results/grading_01_soft_attention_pytorch.json
+
+The submissions are a fixed mix: 40% correct, 25% with one known mistake (the
+assignment's mutants), 10% blank, 10% broken (an exception, a dead kernel, not
+JSON), 15% hostile (patched checks, an IPython hook that turns the tests into
+``pass``, a process bomb). The same folder is graded by ``nbgrader autograde``
+then ``generate_feedback`` (unsandboxed, in-kernel verdicts: the baseline) and by
+``tools.grade`` (which also writes the feedback) with each
+``--jobs`` value. Reported: seconds and submissions per minute for each, and
+the sandbox's cost over the baseline at one job.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import nbformat
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests import grading_support as gs  # noqa: E402
+from tools.grade import grade  # noqa: E402
+
+HOSTILE = {
+    "patched_checks": ("import numpy, utils.grading as g\nnumpy.allclose = lambda *a, **k: True\n"
+                       "for _n in dir(g):\n    if _n.startswith('check_'):\n        setattr(g, _n, lambda *a, **k: None)\n"),
+    "skip_tests": 'get_ipython().input_transformers_cleanup.append(lambda lines: ["pass\\n"])\n',
+    "process_bomb": ("import subprocess\nkids = []\nfor _ in range(600):\n    try:\n"
+                     "        kids.append(subprocess.Popen(['sleep', '60']))\n    except Exception:\n        break\n"),
+}
+
+
+def build(course: Path, assignment: str, count: int) -> dict[str, str]:
+    """Write ``count`` submissions; return student -> kind."""
+    source = nbformat.read(course / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    release = nbformat.read(course / "assignments" / assignment / f"{assignment}.ipynb", as_version=4)
+    fills = gs.student_fill(source)
+    first = next(iter(fills))
+    mutants = yaml.safe_load((ROOT / "tests" / "mutants" / f"{assignment}.yml").read_text()) or []
+    kinds: dict[str, str] = {}
+    for i in range(count):
+        student = f"s{i:03d}"
+        share = (i * 100) // count
+        if share < 40:
+            kind, cells = "correct", fills
+        elif share < 65:
+            m = mutants[i % len(mutants)]
+            code = fills[m["cell"]]
+            for old, new in m["replace"]:
+                code = code.replace(old, new)
+            kind, cells = "partial", {**fills, m["cell"]: code}
+        elif share < 75:
+            kind, cells = "blank", {}
+        elif share < 85:
+            variant = i % 3
+            if variant == 2:
+                folder = course / "submitted" / student / assignment
+                folder.mkdir(parents=True)
+                (folder / f"{assignment}.ipynb").write_text("{ not a notebook")
+                kinds[student] = "broken"
+                continue
+            bad = 'raise RuntimeError("half done")' if variant == 0 else "import os\nos._exit(1)"
+            kind, cells = "broken", {**fills, first: bad}
+        else:
+            name = list(HOSTILE)[i % len(HOSTILE)]
+            kind, cells = f"hostile:{name}", {**fills, first: HOSTILE[name] + fills[first]}
+        gs.write_submission(course, assignment, student, gs.fill_release(release, cells))
+        kinds[student] = kind
+    return kinds
+
+
+def fresh_course(work: Path, assignment: str, count: int, name: str) -> tuple[Path, dict]:
+    course = gs.make_course(work / name, assignment)
+    gs.nbgrader(["generate_assignment", assignment, "--force"], course)
+    return course, build(course, assignment, count)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--assignment", default="01_soft_attention_pytorch")
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--timeout", type=int, default=30, help="seconds per cell, for every grader")
+    parser.add_argument("--skip-nbgrader", action="store_true")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args(argv)
+    os.environ.setdefault("COURSE_PROFILE", "smoke")
+    os.environ.setdefault("COURSE_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    work = Path(tempfile.mkdtemp(prefix="grading-bench-"))
+    runs = {}
+    try:
+        if not args.skip_nbgrader:
+            course, kinds = fresh_course(work, args.assignment, args.count, "nbgrader")
+            start, cpu = time.monotonic(), os.times()
+            gs.nbgrader(["autograde", args.assignment, "--force", f"--Execute.timeout={args.timeout}"], course,
+                        check=False, timeout=24 * 3600)
+            gs.nbgrader(["generate_feedback", args.assignment, "--force"], course, check=False, timeout=3600)
+            seconds = time.monotonic() - start
+            scores = gs.scores(course, args.assignment)
+            runs["nbgrader_autograde"] = {"seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+                                          "graded": len(scores), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1)}
+            print("nbgrader autograde", runs["nbgrader_autograde"], flush=True)
+            hostile = {s: scores.get(s, (0, 0))[0] for s, k in kinds.items() if k.startswith("hostile")}
+            runs["nbgrader_autograde"]["hostile_scores"] = sorted(set(hostile.values()))
+        for jobs in args.jobs:
+            course, kinds = fresh_course(work, args.assignment, args.count, f"jobs{jobs}")
+            start, cpu = time.monotonic(), os.times()
+            results = grade(args.assignment, course, timeout=args.timeout, jobs=jobs)
+            seconds = time.monotonic() - start
+            by_kind: dict[str, list[float]] = {}
+            for r in results:
+                by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
+            runs[f"tools_grade_jobs{jobs}"] = {
+                "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+                "graded": len(results), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1),
+                "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
+            }
+            print(f"tools.grade --jobs {jobs}", runs[f"tools_grade_jobs{jobs}"], flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out = {"assignment": args.assignment, "count": args.count, "cell_timeout_s": args.timeout,
+           "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": os.getloadavg(), "runs": runs}
+    if "nbgrader_autograde" in runs and "tools_grade_jobs1" in runs:
+        out["sandbox_cost_at_jobs1"] = round(runs["tools_grade_jobs1"]["seconds"] / runs["nbgrader_autograde"]["seconds"] - 1, 3)
+    if "tools_grade_jobs1" in runs and "tools_grade_jobs2" in runs:
+        out["speedup_jobs2"] = round(runs["tools_grade_jobs1"]["seconds"] / runs["tools_grade_jobs2"]["seconds"], 2)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    main()
