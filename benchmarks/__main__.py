@@ -20,6 +20,8 @@ RUNS: dict[str, list[list[str]]] = {
     "attention_speed": [["--json", str(RESULTS / "attention_speed.json")]],
     "seq2seq_dates": [["--framework", fw, "--json", str(RESULTS / f"seq2seq_dates_{fw}.json")] for fw in ("pytorch", "tensorflow")],
     "bert_finetune": [["--framework", fw, "--json", str(RESULTS / f"bert_finetune_{fw}.json")] for fw in ("pytorch", "tensorflow")],
+    "grading": [["--assignment", a, "--count", "100", "--jobs", "1", "2", "--json", str(RESULTS / f"grading_{a}.json")]
+                for a in ("01_soft_attention_pytorch", "05_self_attention_tensorflow")],
 }
 
 

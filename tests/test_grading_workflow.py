@@ -83,3 +83,18 @@ def test_release_fetch_submit_collect_grade_feedback_export(tmp_path) -> None:
     assert sorted(rows) == sorted(answers)
     for student, r in results.items():
         assert float(rows[student]["score"]) == r.score, (student, rows[student], r.score)
+
+
+def test_grading_benchmark_runs(tmp_path) -> None:
+    """A tiny run of ``python -m benchmarks.grading``: every submission graded, the documented fields."""
+    from benchmarks import grading as bench
+
+    if sandbox.check() is not None and os.environ.get("CI") != "true":
+        pytest.skip(f"grading sandbox unavailable: {sandbox.check()}")
+
+    out = bench.main(["--assignment", AID, "--count", "4", "--jobs", "1", "--skip-nbgrader",
+                      "--json", str(tmp_path / "g.json")])
+    run = out["runs"]["tools_grade_jobs1"]
+    assert run["graded"] == 4 and run["per_minute"] > 0
+    assert run["mean_score_by_kind"]["correct"] == 12 and run["mean_score_by_kind"]["partial"] < 12
+    assert (tmp_path / "g.json").exists()

@@ -110,6 +110,8 @@ class Result:
 def _env() -> dict:
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env.setdefault("COURSE_THREADS", "1")  # one thread per student; --jobs runs students side by side
+    env.setdefault("OMP_NUM_THREADS", env["COURSE_THREADS"])
     return env
 
 

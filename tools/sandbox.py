@@ -115,6 +115,9 @@ def command(workdir: Path, argv: list[str], slot: int = 0) -> list[str]:
                  "TF_CPP_MIN_LOG_LEVEL", "TF_ENABLE_ONEDNN_OPTS", "HF_HUB_OFFLINE"):
         if name in os.environ:
             env[name] = os.environ[name]
+    # One thread per student: parallel grading comes from --jobs, not from threads fighting for cores.
+    env.setdefault("COURSE_THREADS", "1")
+    env.setdefault("OMP_NUM_THREADS", env["COURSE_THREADS"])
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     if os.geteuid() == 0:

@@ -54,7 +54,7 @@ def main() -> int:
     status = {"state": "running", "cells_run": 0}
 
     client = NotebookClient(nb, timeout=args.cell_timeout, kernel_name="python3", allow_errors=True,
-                            interrupt_on_timeout=True, record_timing=False,
+                            interrupt_on_timeout=True, record_timing=False, shutdown_kernel="immediate",
                             extra_arguments=["--InteractiveShell.xmode=Minimal"])
     log = (out / "cells.jsonl").open("a", encoding="utf-8")
     per_cell = max(2_000, args.max_output_bytes // max(1, len(nb.cells)))
