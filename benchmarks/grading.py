@@ -5,8 +5,8 @@
 
 The submissions are a fixed mix: 40% correct, 25% with one known mistake (the
 assignment's mutants), 10% blank, 10% broken (an exception, a dead kernel, not
-JSON), 15% hostile (patched checks, an IPython hook that turns the tests into
-``pass``, a process bomb). The same folder is graded by ``nbgrader autograde``
+JSON), 15% hostile with blank answers (patched checks, an IPython hook that
+turns the tests into ``pass``, a process bomb), so any point they get is stolen. The same folder is graded by ``nbgrader autograde``
 then ``generate_feedback`` (unsandboxed, in-kernel verdicts: the baseline) and by
 ``tools.grade`` (which also writes the feedback) with each
 ``--jobs`` value. Reported: seconds and submissions per minute for each, and
@@ -75,8 +75,8 @@ def build(course: Path, assignment: str, count: int) -> dict[str, str]:
             bad = 'raise RuntimeError("half done")' if variant == 0 else "import os\nos._exit(1)"
             kind, cells = "broken", {**fills, first: bad}
         else:
-            name = list(HOSTILE)[i % len(HOSTILE)]
-            kind, cells = f"hostile:{name}", {**fills, first: HOSTILE[name] + fills[first]}
+            name = list(HOSTILE)[i % len(HOSTILE)]  # with blank answers: any point is a point stolen
+            kind, cells = f"hostile:{name}", {first: HOSTILE[name] + "raise NotImplementedError()"}
         gs.write_submission(course, assignment, student, gs.fill_release(release, cells))
         kinds[student] = kind
     return kinds
@@ -114,8 +114,10 @@ def main(argv: list[str] | None = None) -> dict:
             runs["nbgrader_autograde"] = {"seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
                                           "graded": len(scores), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1)}
             print("nbgrader autograde", runs["nbgrader_autograde"], flush=True)
-            hostile = {s: scores.get(s, (0, 0))[0] for s, k in kinds.items() if k.startswith("hostile")}
-            runs["nbgrader_autograde"]["hostile_scores"] = sorted(set(hostile.values()))
+            by_kind: dict[str, list[float]] = {}
+            for student, kind in kinds.items():
+                by_kind.setdefault(kind, []).append(scores.get(student, (0.0, 0.0))[0])
+            runs["nbgrader_autograde"]["mean_score_by_kind"] = {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())}
         for jobs in args.jobs:
             course, kinds = fresh_course(work, args.assignment, args.count, f"jobs{jobs}")
             start, cpu = time.monotonic(), os.times()

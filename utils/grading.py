@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from typing import Any, Callable, Mapping, Sequence
 
@@ -116,6 +117,7 @@ def encode_value(value: Any, depth: int = 0) -> Any:
 # lambda alike. They still run when the test itself, or other course code (a
 # reference model the test hands to the student), calls them.
 _LIBRARY_DIRS: tuple[str, ...] = ()
+_CELL_FILE = re.compile(r"[/\\]ipykernel_\d+[/\\][^/\\]+\.py$")  # where ipykernel compiles each cell
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -136,7 +138,7 @@ def _caller_allowed(frame: Any) -> bool:
     f = frame
     while f is not None:  # the outermost notebook cell on the stack is the running test cell
         name = f.f_code.co_filename
-        if "ipykernel_" in name or name.startswith("<ipython-input"):
+        if _CELL_FILE.search(name) or name.startswith("<ipython-input"):  # not ipykernel_launcher.py
             cells.append(name)
         f = f.f_back
     test_cell = cells[-1] if cells else None
