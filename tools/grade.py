@@ -51,7 +51,7 @@ from pathlib import Path
 import nbformat
 
 from tools import sandbox
-from tools.replay import clean_text, secret_lines
+from tools.replay import clean_text
 
 ROOT = Path(__file__).resolve().parent.parent
 STUDENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
@@ -320,7 +320,6 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
     (work / "out").mkdir(parents=True)
     nbformat.write(runnable, work / "submission.ipynb")
     limits = settings.limits
-    started = time.monotonic()
     if settings.unsafe:
         env = _env()
         env["COURSE_GRADING_RECORD"] = str(work / "out" / "record.jsonl")
@@ -334,7 +333,6 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
     else:
         argv = sandbox.runner_argv("submission.ipynb", limits, guard=reference_policy(aid))
         killed = sandbox.run(work, argv, limits, slot).timed_out
-    elapsed = time.monotonic() - started
     in_kernel, status = _in_kernel(work / "out")
 
     answer_ids = [_meta(c).get("grade_id") for c in shown.cells if _meta(c).get("solution")]
@@ -391,7 +389,6 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
     result.score = sum(t[0] for t in result.tests.values())
     result.max_score = sum(t[1] for t in result.tests.values())
     result.note = "; ".join(n for n in notes if n)
-    result.elapsed = elapsed  # type: ignore[attr-defined]
     return result, shown
 
 
