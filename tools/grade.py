@@ -431,6 +431,24 @@ def record_gradebook(course: Path, assignment: str, result: Result) -> None:
         gb.db.commit()
 
 
+def _feedback(course: Path, assignment: str, graded: list[str], jobs: int) -> str:
+    """nbgrader's feedback pages for ``graded``, in up to ``jobs`` nbgrader processes side by side."""
+    chunks = [graded[i::jobs] for i in range(min(jobs, len(graded)))]
+    folder = course / "autograded"
+    everyone = sorted(p.name for p in folder.iterdir() if STUDENT_ID.match(p.name)) if folder.is_dir() else []
+
+    def one(chunk: list[str]) -> str:
+        args = ["generate_feedback", assignment, "--force", "--log-level=ERROR", "--HTMLExporter.sanitize_html=True"]
+        if len(chunks) > 1:  # each process takes its own students only (ids have no commas: STUDENT_ID)
+            others = sorted(set(everyone) - set(chunk))
+            args.append(f"--CourseDirectory.student_id_exclude={','.join(others)}")
+        proc = _nbgrader(course, *args)
+        return proc.stdout[-5000:] + proc.stderr[-5000:]
+
+    with cf.ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+        return "".join(pool.map(one, chunks))
+
+
 def _failure_page(assignment: str, result: Result) -> str:
     rows = "".join(f"<li>{html.escape(gid)}: {t[0]:g} / {t[1]:g} {html.escape(t[2])}</li>" for gid, t in result.tests.items())
     return (
@@ -547,9 +565,7 @@ def grade(assignment: str, course: Path = ROOT, timeout: int | None = None, jobs
             r.max_score = max_score
     graded = [s for s in valid if shown.get(s) is not None]
     if graded and problem is None:
-        proc = _nbgrader(course, "generate_feedback", assignment, "--force", "--log-level=ERROR",
-                         "--HTMLExporter.sanitize_html=True")
-        log.write(proc.stdout[-5000:] + proc.stderr[-5000:])
+        log.write(_feedback(course, assignment, graded, jobs))
     for student in valid:
         r = results[student]
         page = course / "feedback" / student / assignment / f"{assignment}.html"

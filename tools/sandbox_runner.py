@@ -17,9 +17,14 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-from nbclient.exceptions import CellTimeoutError, DeadKernelError
+# jsonschema (under nbformat) builds a grammar for IRI formats on import: about 1.5 s of
+# every student's start-up, for a format no notebook schema uses. Without it, jsonschema
+# simply has no "iri" checker.
+sys.modules.setdefault("rfc3987_syntax", None)
+
+import nbformat  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellTimeoutError, DeadKernelError  # noqa: E402
 
 
 def _cap_outputs(cell, limit: int) -> int:
