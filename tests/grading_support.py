@@ -141,3 +141,125 @@ def secret_lines(source_nb, begin: str, end: str) -> set[str]:
                 kept.append(line)
         outside |= significant_lines("\n".join(kept))
     return inside - outside
+
+
+# --- Trivial answers ------------------------------------------------------------------------------
+# A test that gives points to a trivial answer measures nothing. A trivial submission
+# keeps each exercise's signature but returns, for the same inputs, zeros of the right
+# shape and type, a constant (uniform rows), random values of the right shape, or the
+# input unchanged. It is made by wrapping the solution: the wrapper runs the solution on
+# a deep copy of the arguments (Keras objects: on the originals, whose variables it puts
+# back afterwards), so a training step updates nothing the test can see, only to learn
+# the shape and type of the answer, then throws the answer away. The release
+# itself is the fifth trivial answer (every exercise raises NotImplementedError).
+TRIVIAL_KINDS = ("zeros", "constant", "random", "identity")
+
+TRIVIAL_PRELUDE = '''
+def _trivial_like(out, args, kind, _seed=[0]):
+    """A trivial answer shaped like ``out`` (the true answer), for ``kind``."""
+    import numpy as _np
+    if kind == "identity":
+        return args[0] if args else out
+    if isinstance(out, (tuple, list)):
+        return type(out)(_trivial_like(o, args, kind) for o in out)
+    if isinstance(out, dict):
+        return {k: _trivial_like(v, args, kind) for k, v in out.items()}
+    if isinstance(out, bool):
+        return kind != "zeros"
+    if isinstance(out, (int, float)):
+        return type(out)(0 if kind == "zeros" else 1)
+    module = type(out).__module__
+    if hasattr(out, "detach"):
+        value = out.detach().cpu().numpy()
+    elif hasattr(out, "numpy") and not isinstance(out, _np.ndarray):
+        value = _np.asarray(out.numpy())
+    elif isinstance(out, _np.ndarray):
+        value = out
+    else:
+        return out if kind != "zeros" else None
+    _seed[0] += 1
+    rng = _np.random.default_rng(_seed[0])
+    if value.dtype == bool:
+        new = {"zeros": _np.zeros(value.shape, bool), "constant": _np.ones(value.shape, bool),
+               "random": rng.random(value.shape) < 0.5}[kind]
+    elif _np.issubdtype(value.dtype, _np.integer):
+        top = int(value.max()) + 1 if value.size else 2
+        new = {"zeros": _np.zeros(value.shape, value.dtype), "constant": _np.ones(value.shape, value.dtype),
+               "random": rng.integers(0, max(top, 2), value.shape).astype(value.dtype)}[kind]
+    else:
+        width = value.shape[-1] if value.ndim else 2
+        new = {"zeros": _np.zeros(value.shape), "constant": _np.full(value.shape, 1.0 / max(width, 1)),
+               "random": rng.standard_normal(value.shape)}[kind].astype(value.dtype)
+    if module.startswith("torch"):
+        import torch as _torch
+        return _torch.as_tensor(new, dtype=out.dtype)
+    if hasattr(out, "numpy") and not isinstance(out, _np.ndarray):
+        import tensorflow as _tf
+        return _tf.convert_to_tensor(new, dtype=out.dtype)
+    return new
+
+
+def _trivial_function(fn, kind):
+    import copy as _copy
+
+    def trivial(*args, **kwargs):
+        held = []  # Keras models and optimizers: their variables are put back after the call
+        for x in list(args) + list(kwargs.values()):
+            found = getattr(x, "variables", None)
+            if isinstance(found, (list, tuple)):
+                held += list(found)
+        saved = [v.numpy() for v in held]
+        if held:
+            out = fn(*args, **kwargs)
+        else:  # torch modules, optimizers and tensors: work on a deep copy
+            try:
+                a, k = _copy.deepcopy((args, kwargs))
+            except Exception:
+                a, k = args, kwargs
+            out = fn(*a, **k)
+        for v, value in zip(held, saved):
+            v.assign(value)
+        return _trivial_like(out, args, kind)
+    trivial.__name__ = fn.__name__
+    return trivial
+'''
+
+
+def trivial_fill(source_nb, kind: str) -> dict[str, str]:
+    """Solution cells turned into the trivial answer ``kind`` (see TRIVIAL_KINDS) for every exercise."""
+    assert kind in TRIVIAL_KINDS, kind
+    fills = {}
+    for gid, code in student_fill(source_nb).items():
+        wraps = []
+        for name in re.findall(r"^def (\w+)", code, re.M):
+            wraps.append(f"{name} = _trivial_function({name}, {kind!r})")
+        for name in re.findall(r"^class (\w+)", code, re.M):
+            wraps.append(f"class {name}({name}):\n    def __call__(self, *args, **kwargs):\n"
+                         f"        return _trivial_like(super().__call__(*args, **kwargs), args, {kind!r})")
+        fills[gid] = code + "\n\n" + TRIVIAL_PRELUDE + "\n" + "\n".join(wraps) + "\n"
+    return fills
+
+
+def mistake_messages(source_nb) -> list[str]:
+    """Every likely-mistake message of the graded test cells: the keys of each ``mistakes={...}``."""
+    import ast
+
+    found = []
+    for cell in source_nb.cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if not meta.get("grade") or cell.cell_type != "code":
+            continue
+        code = "\n".join(line for line in cell.source.splitlines() if not line.strip().startswith("###"))
+        for node in ast.walk(ast.parse(code)):
+            if not isinstance(node, ast.Call):
+                continue
+            for kw in node.keywords:
+                if kw.arg == "mistakes" and isinstance(kw.value, ast.Dict):
+                    for key in kw.value.keys:
+                        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                            found.append(key.value)
+                        elif isinstance(key, ast.JoinedStr):  # an f-string: its longest literal part
+                            parts = [v.value for v in key.values if isinstance(v, ast.Constant)]
+                            if parts:
+                                found.append(max(parts, key=len))
+    return found

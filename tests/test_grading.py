@@ -4,9 +4,12 @@ For each assignment: the committed release equals a fresh
 ``nbgrader generate_assignment``; the release carries no solution and no hidden
 test; graded by ``tools.grade`` (sandboxed, every verdict decided outside the
 kernel), the solution, submitted as a student would, gets full marks; the
-untouched release autogrades to zero; every wrong implementation listed in
+untouched release autogrades to zero, and so does every trivial answer (zeros of
+the right shape, a constant, random values, the input unchanged: see
+``grading_support.TRIVIAL_KINDS``); every wrong implementation listed in
 ``tests/mutants/<id>.yml`` gets partial marks and the message that names the
-mistake; and no feedback page shows hidden test code.
+mistake, and every likely-mistake message the tests can print is reached by one
+of them; and no feedback page shows hidden test code.
 """
 from __future__ import annotations
 
@@ -61,10 +64,12 @@ def graded(request, tmp_path_factory) -> dict:
             assert old in code, f"mutant {m['name']!r}: {old!r} not found in cell {m['cell']!r}; update tests/mutants/{assignment}.yml"
             code = code.replace(old, new)
         gs.write_submission(course, assignment, f"mutant{i}", gs.fill_release(release_nb, {**fills, m["cell"]: code}))
-    grade(assignment, course, jobs=1, unsafe=sandbox.check() is not None and os.environ.get("CI") != "true")
+    for kind in gs.TRIVIAL_KINDS:
+        gs.write_submission(course, assignment, f"trivial-{kind}", gs.fill_release(release_nb, gs.trivial_fill(source_nb, kind)))
+    results = grade(assignment, course, jobs=1, unsafe=sandbox.check() is not None and os.environ.get("CI") != "true")
     return {
         "id": assignment, "course": course, "source": source_nb, "release_path": release_path,
-        "scores": gs.scores(course, assignment), "mutants": mutants,
+        "scores": gs.scores(course, assignment), "mutants": mutants, "results": {r.student: r for r in results},
     }
 
 
@@ -128,3 +133,25 @@ def test_feedback_shows_no_hidden_tests(graded) -> None:
         text = gs.visible_text(page.read_text())
         leaked = sorted(line for line in hidden if line in text)
         assert not leaked, f"{aid}: {page.parent.parent.name}'s feedback shows hidden test code: {leaked[:3]}"
+
+
+@pytest.mark.parametrize("kind", gs.TRIVIAL_KINDS)
+def test_trivial_answers_get_zero(graded, kind) -> None:
+    """Points go to behaviour only: no test passes zeros, a constant, noise or the input handed back."""
+    aid = graded["id"]
+    result = graded["results"][f"trivial-{kind}"]
+    assert result.status == "graded" and result.tests, f"{aid}: the trivial answer {kind!r} was not graded: {result.note}"
+    earned = {gid: points for gid, (points, _, _) in result.tests.items() if points > 0}
+    assert not earned, f"{aid}: the trivial answer {kind!r} earned points in {earned} ({result.score:g} / {result.max_score:g})"
+
+
+def test_every_mistake_message_is_reached(graded) -> None:
+    """Each likely-mistake message in the tests is shown to at least one mutant (none is dead text)."""
+    aid, course = graded["id"], graded["course"]
+    shown = "\n".join(
+        gs.error_text(nbformat.read(course / "autograded" / f"mutant{i}" / aid / f"{aid}.ipynb", as_version=4))
+        for i in range(len(graded["mutants"])))
+    messages = gs.mistake_messages(graded["source"])
+    unreached = [m for m in messages if m[:80] not in shown]
+    assert not unreached, (f"{aid}: no mutant in tests/mutants/{aid}.yml reaches these messages: {unreached}; "
+                           "add a mutant that makes each mistake, or drop a message no mistake can produce")

@@ -80,7 +80,7 @@ REFERENCE_POLICY: dict[str, tuple[list[str], list[str]]] = {
                           ["causal_mask", "split_heads", "merge_heads", "multi_head_attention", "MultiHeadAttention",
                            "scaled_dot_product_attention"]),
     "06_transformer": (["utils.transformer.{fw}_impl"],
-                       ["EncoderBlock", "DecoderBlock", "greedy_decode", "beam_search"]),
+                       ["EncoderBlock", "DecoderBlock", "greedy_decode", "beam_search", "target_mask", "source_mask"]),
     "07_bert": (["utils.bert.{fw}_impl"], ["mask_tokens", "BertEmbeddings", "fine_tune_step", "fine_tune"]),
 }
 
