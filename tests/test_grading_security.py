@@ -393,3 +393,77 @@ def test_a_notebook_budget_caps_slow_cells(small_course, tmp_path) -> None:
     assert time.monotonic() - started < 30 + 30 + 60  # budget, grace, replay and bookkeeping
     r = results["slow"]
     assert "30 s budget" in r.note and r.score < r.max_score, (r.score, r.note)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the per-uid process limit applies when grading as root")
+def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path) -> None:
+    """Two grading runs side by side (two instructors' terminals, two test workers) must not share a uid.
+
+    The process limit is counted per uid across the machine: a student who starts
+    processes up to it would leave a neighbour sharing the uid unable to start a thread.
+    """
+    limits = sandbox.Limits(budget_s=40, processes=64)
+    bomb_dir = tmp_path / "bomb"
+    bomb_dir.mkdir()
+    bomb = (
+        "import subprocess, time\n"
+        "children = []\n"
+        "for _ in range(200):\n"
+        "    try:\n"
+        "        children.append(subprocess.Popen(['sleep', '60']))\n"
+        "    except OSError:\n"
+        "        break\n"
+        "open('full', 'w').write(str(len(children)))\n"
+        "time.sleep(30)\n")
+    os.chmod(tmp_path, 0o755)
+    thread = threading.Thread(target=sandbox.run, args=(bomb_dir, [sys.executable, "-c", bomb], limits),
+                              kwargs={"grace_s": 0}, daemon=True)
+    thread.start()
+    end = time.monotonic() + 30
+    while not (bomb_dir / "full").exists() and time.monotonic() < end:
+        time.sleep(0.2)
+    assert (bomb_dir / "full").exists(), "the bomb never reached the process limit"
+    assert int((bomb_dir / "full").read_text()) < 200, "the process limit did not stop the bomb"
+    # A second grading process on the same machine: its sandbox starts threads.
+    neighbour_dir = tmp_path / "neighbour"
+    neighbour_dir.mkdir()
+    threads = ("import threading\n"
+               "ts = [threading.Thread(target=lambda: None) for _ in range(16)]\n"
+               "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('threads-ok')\n")
+    script = (f"import sys; sys.path.insert(0, {str(gs.ROOT)!r})\n"
+              "from pathlib import Path\nfrom tools import sandbox\n"
+              f"out = sandbox.run(Path({str(neighbour_dir)!r}), [sys.executable, '-c', {threads!r}], "
+              "sandbox.Limits(budget_s=30, processes=64), grace_s=0)\n"
+              "print(out.log)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert "threads-ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    thread.join(timeout=60)
+
+
+@pytest.mark.xdist_group("security01")
+def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> None:
+    """A runner that fails (say, a kernel that did not start on a busy machine) is no verdict on the student."""
+    course, fills, release = small_course["course"], small_course["fills"], small_course["release"]
+    import shutil
+    shutil.rmtree(course / "submitted", ignore_errors=True)
+    gs.write_submission(course, AID, "good", gs.fill_release(release, fills))
+    real_run, calls = sandbox.run, []
+
+    def flaky(workdir, argv, limits, **kwargs):
+        if not (workdir / "out").is_dir():  # the grader's own check that a sandbox starts
+            return real_run(workdir, argv, limits, **kwargs)
+        calls.append(workdir)
+        if len(calls) in failing:
+            (workdir / "out" / "status.json").write_text('{"state": "runner error: RuntimeError", "cells_run": 0}')
+            return sandbox.Outcome(0, False, "")
+        return real_run(workdir, argv, limits, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run", flaky)
+    failing = {1}
+    r = grade(AID, course, jobs=1)[0]
+    assert len(calls) == 2 and r.score == r.max_score == 12 and r.note == "", (len(calls), r.score, r.note)
+    calls.clear()
+    failing = {1, 2}
+    r = grade(AID, course, jobs=1)[0]
+    assert len(calls) == 2 and r.score == 0, (len(calls), r.score)
+    assert "runner stopped twice (RuntimeError)" in r.note and "grade this notebook again" in r.note, r.note

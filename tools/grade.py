@@ -316,24 +316,30 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
         backup.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, backup / path.name)
 
-    work = settings.workroot / f"s{slot}-{abs(hash(student)) % 10**8}-{time.monotonic_ns()}"
-    (work / "out").mkdir(parents=True)
-    nbformat.write(runnable, work / "submission.ipynb")
     limits = settings.limits
-    if settings.unsafe:
-        env = _env()
-        env["COURSE_GRADING_RECORD"] = str(work / "out" / "record.jsonl")
-        argv = sandbox.runner_argv("submission.ipynb", limits, str(work / "out"), str(sandbox.RUNNER),
-                                   reference_policy(aid))
-        try:
-            subprocess.run(argv, cwd=work, env=env, capture_output=True, timeout=limits.budget_s + 30)
-            killed = False
-        except subprocess.TimeoutExpired:
-            killed = True
-    else:
-        argv = sandbox.runner_argv("submission.ipynb", limits, guard=reference_policy(aid))
-        killed = sandbox.run(work, argv, limits, slot).timed_out
-    in_kernel, status = _in_kernel(work / "out")
+    for attempt in (1, 2):
+        work = settings.workroot / f"s{slot}-{abs(hash(student)) % 10**8}-{time.monotonic_ns()}"
+        (work / "out").mkdir(parents=True)
+        nbformat.write(runnable, work / "submission.ipynb")
+        if settings.unsafe:
+            env = _env()
+            env["COURSE_GRADING_RECORD"] = str(work / "out" / "record.jsonl")
+            argv = sandbox.runner_argv("submission.ipynb", limits, str(work / "out"), str(sandbox.RUNNER),
+                                       reference_policy(aid))
+            try:
+                subprocess.run(argv, cwd=work, env=env, capture_output=True, timeout=limits.budget_s + 30)
+                killed = False
+            except subprocess.TimeoutExpired:
+                killed = True
+        else:
+            argv = sandbox.runner_argv("submission.ipynb", limits, guard=reference_policy(aid))
+            killed = sandbox.run(work, argv, limits).timed_out
+        in_kernel, status = _in_kernel(work / "out")
+        if killed or not str(status.get("state", "")).startswith("runner error") or attempt == 2:
+            break
+        # The runner itself failed (most often: the kernel did not start on a busy machine).
+        # That is no verdict on the student: run the notebook once more from the start.
+        shutil.rmtree(work, ignore_errors=True)
 
     answer_ids = [_meta(c).get("grade_id") for c in shown.cells if _meta(c).get("solution")]
     student_sources = {gid: c.source for c in shown.cells if (gid := _meta(c).get("grade_id")) in answer_ids}
@@ -358,6 +364,9 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
     if status.get("timeouts") and not killed:
         notes.append(f"{int(status['timeouts'])} cell(s) ran past the {limits.cell_timeout_s:g} s limit per cell "
                      "and were interrupted")
+    elif state.startswith("runner error"):
+        notes.append(f"the grader's runner stopped twice ({state[len('runner error: '):][:60]}); tests that had "
+                     "not run got no points: tell your instructor, who can grade this notebook again")
     if not status and not killed:
         notes.append("the notebook stopped the grader's runner (too much memory or output?); "
                      "tests that had not run got no points")

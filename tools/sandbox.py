@@ -9,8 +9,10 @@ starts) with:
   other students, ``autograded/``, ``feedback/`` or grader configuration;
 * no network (an empty network namespace), its own PID namespace (everything it
   starts dies with it), IPC and UTS namespaces, no capabilities;
-* a non-root user: when the grader runs as root, processes run as a dedicated
-  unprivileged uid per parallel slot; otherwise bubblewrap's user namespace;
+* a non-root user: when the grader runs as root, each running sandbox leases an
+  unprivileged uid no other sandbox on the machine holds at the same time (a lock
+  file per uid), so one student's process limit never starves another's, even
+  across grading runs started side by side; otherwise bubblewrap's user namespace;
 * resource limits: address space, number of processes, file size, CPU time, and
   a wall-clock budget for the whole notebook enforced from outside.
 
@@ -19,6 +21,8 @@ says why a sandbox cannot run here.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import resource
 import shutil
@@ -26,12 +30,15 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = Path(__file__).resolve().parent / "sandbox_runner.py"
-BASE_UID = 61000  # sandboxed uids when grading as root: BASE_UID + slot
+BASE_UID = 61000  # sandboxed uids when grading as root: BASE_UID .. BASE_UID + UID_COUNT - 1
+UID_COUNT = 512
 
 
 @dataclass
@@ -75,7 +82,60 @@ def _read_only_paths() -> list[Path]:
     return kept
 
 
-def command(workdir: Path, argv: list[str], slot: int = 0) -> list[str]:
+def _lock_dir() -> Path:
+    """Where uid leases are kept: a root-only folder no sandbox can see."""
+    for candidate in (Path("/run/lock"), Path(tempfile.gettempdir())):
+        if candidate.is_dir() and os.access(candidate, os.W_OK):
+            return candidate
+    raise RuntimeError("no writable folder for the sandbox's uid leases (/run/lock or the temp folder)")
+
+
+@contextlib.contextmanager
+def uid_lease():
+    """Hold a sandbox uid that no other sandbox on this machine is using, until the block ends.
+
+    The process limit (RLIMIT_NPROC) is counted per uid, machine-wide: two sandboxes
+    sharing a uid would share it, and a student who starts processes up to the limit
+    would stop the other's kernel from starting threads. The lease is an advisory lock
+    on one file per uid, so it also holds across separate grading processes.
+    """
+    folder = _lock_dir()
+    for uid in range(BASE_UID, BASE_UID + UID_COUNT):
+        fd = os.open(folder / f"course-sandbox-uid-{uid}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        try:
+            yield uid
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
+        return
+    raise RuntimeError(f"all {UID_COUNT} sandbox uids are in use: too many sandboxes at once")
+
+
+def _processes_of(uid: int) -> int:
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "status").read_text().split("\nUid:\t", 1)[1].split("\t", 1)[0] == str(uid):
+                    count += 1
+            except (OSError, IndexError):
+                continue
+    return count
+
+
+def _wait_until_gone(uid: int, seconds: float = 5.0) -> None:
+    """The namespace's processes die with it, a moment later: hand the uid on only once they have."""
+    end = time.monotonic() + seconds
+    while _processes_of(uid) and time.monotonic() < end:
+        time.sleep(0.05)
+
+
+def command(workdir: Path, argv: list[str], uid: int = BASE_UID) -> list[str]:
     """The bwrap command line that runs ``argv`` with ``workdir`` as the only writable folder."""
     exe = bwrap()
     if not exe:
@@ -121,7 +181,6 @@ def command(workdir: Path, argv: list[str], slot: int = 0) -> list[str]:
     for key, value in env.items():
         cmd += ["--setenv", key, value]
     if os.geteuid() == 0:
-        uid = str(BASE_UID + slot)
         cmd += ["--", shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                 "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
     else:
@@ -141,23 +200,27 @@ def _limit(limits: Limits):
     return apply
 
 
-def run(workdir: Path, argv: list[str], limits: Limits, slot: int = 0, grace_s: float = 30.0) -> Outcome:
+def run(workdir: Path, argv: list[str], limits: Limits, grace_s: float = 30.0) -> Outcome:
     """Run ``argv`` in the sandbox; kill everything after the budget (plus a grace period)."""
-    if os.geteuid() == 0:
-        os.chown(workdir, BASE_UID + slot, BASE_UID + slot)
-        for p in workdir.rglob("*"):
-            os.chown(p, BASE_UID + slot, BASE_UID + slot)
-    log_path = workdir.parent / f"{workdir.name}.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(command(workdir, argv, slot), stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, preexec_fn=_limit(limits), start_new_session=True)
-        timed_out = False
-        try:
-            proc.wait(timeout=limits.budget_s + grace_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)  # bwrap's PID namespace takes every child with it
-            proc.wait()
+    with (uid_lease() if os.geteuid() == 0 else contextlib.nullcontext(None)) as uid:
+        if uid is not None:
+            os.chown(workdir, uid, uid)
+            for p in workdir.rglob("*"):
+                os.chown(p, uid, uid)
+        log_path = workdir.parent / f"{workdir.name}.log"
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(command(workdir, argv, uid if uid is not None else BASE_UID), stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_limit(limits),
+                                    start_new_session=True)
+            timed_out = False
+            try:
+                proc.wait(timeout=limits.budget_s + grace_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)  # bwrap's PID namespace takes every child with it
+                proc.wait()
+        if uid is not None:
+            _wait_until_gone(uid)
     with log_path.open("rb") as fh:
         fh.seek(max(0, log_path.stat().st_size - 4000))
         tail = fh.read().decode("utf-8", "replace")
@@ -180,8 +243,6 @@ def check() -> str | None:
                 "or `sudo dnf install bubblewrap` (Fedora)")
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         return "setpriv (util-linux) is missing: `apt-get install util-linux`"
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="sandbox-check-") as tmp:
         work = Path(tmp) / "w"
         work.mkdir()
