@@ -17,6 +17,20 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 import pytest  # noqa: E402
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse `--dist loadgroup` where it would not group (each grading fixture built twice)."""
+    if getattr(config.option, "dist", "no") != "loadgroup" or hasattr(config, "workerinput"):
+        return
+    from _pytest.nodes import Node
+
+    getter = getattr(getattr(Node, "nodeid", None), "fget", None)
+    if getter is not None and "_nodeid" not in getter.__code__.co_names:
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} ignores the groups pytest-xdist's `--dist loadgroup` sets "
+            "(xdist_group): every grading fixture would be built on both workers. Install the pinned "
+            "versions (`make install`, pytest<9) or run without `-n`.")
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _course_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Everything the course writes during tests goes to a throw-away folder."""

@@ -180,7 +180,8 @@ def test_seed_everything_is_reproducible() -> None:
 def test_record_writes_atomically(tmp_path, monkeypatch) -> None:
     path = tmp_path / "rec.json"
     monkeypatch.setenv("COURSE_RECORD_FILE", str(path))
-    runtime.record("a", 1.5)
+    # Returns nothing: lesson cells end with record(...) and must not echo a bare Out[n] number.
+    assert runtime.record("a", 1.5) is None
     runtime.record("b", 2, tol=0.1)
     data = json.loads(path.read_text())
     assert data["a"]["value"] == 1.5 and data["b"]["tol"] == 0.1

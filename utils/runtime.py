@@ -178,13 +178,13 @@ def setup(framework: str, seed: int = 0, verbose: bool = True) -> Profile:
 RECORD_ENV = "COURSE_RECORD_FILE"
 
 
-def record(name: str, value: float, tol: float = 1e-4) -> float:
+def record(name: str, value: float, tol: float = 1e-4) -> None:
     """Note a key result of a notebook so the twin notebooks can be compared.
 
     When ``$COURSE_RECORD_FILE`` is set (the tests set it), the value is added
     to that JSON file; the tests then check that the PyTorch and TensorFlow
     notebooks of a lesson recorded the same values within ``tol`` (absolute).
-    Returns ``value`` so it can be used inline.
+    Returns nothing, so a cell that ends with it shows no stray ``Out[n]`` number.
     """
     import json
     import math
@@ -200,4 +200,3 @@ def record(name: str, value: float, tol: float = 1e-4) -> float:
         tmp = p.with_suffix(p.suffix + ".tmp")
         tmp.write_text(json.dumps(data, indent=1))
         tmp.replace(p)  # never leave a half-written file
-    return v
