@@ -1,13 +1,21 @@
-"""Committed notebooks are in their normal form: Colab cell first, no outputs."""
+"""Committed notebooks are in their normal form: Colab cell first, no outputs; lessons end with
+their reading list."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from tools import sync_notebooks as sync
 
 NOTEBOOKS = sync.notebooks()
+LESSONS = sorted(p.name for p in (sync.ROOT / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit())
+READING_HEAD = "## Further reading"
+# A reference a reader can resolve for good: an arXiv abstract, a DOI or an ACL Anthology page.
+REFERENCE_LINK = re.compile(
+    r"\]\((https://(?:arxiv\.org/abs/\d{4}\.\d{4,5}|doi\.org/10\.\d{4,9}/[^\s)]+|aclanthology\.org/[A-Z0-9.-]+/?))\)"
+)
 
 
 def test_notebooks_found() -> None:
@@ -48,3 +56,32 @@ def test_readme_lesson_map_is_current() -> None:
 def test_environment_yml_mirrors_the_local_install() -> None:
     text = (sync.ROOT / "environment.yml").read_text()
     assert "-r requirements/local.txt" in text and "-e .[dev]" in text and "python=3.11" in text
+
+
+def test_lessons_found() -> None:
+    assert len(LESSONS) >= 7, LESSONS
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_lesson_twins_end_with_the_same_further_reading(lesson: str) -> None:
+    reading = {}
+    for framework in ("pytorch", "tensorflow"):
+        path = sync.ROOT / "lessons" / lesson / f"{lesson}_{framework}.ipynb"
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        last, before = cells[-1], "".join(cells[-2]["source"]) if len(cells) > 1 else ""
+        source = "".join(last["source"])
+        assert last["cell_type"] == "markdown" and source.splitlines()[:1] == [READING_HEAD], (
+            f"{path.name}: the last cell should be a markdown cell headed `{READING_HEAD}`"
+        )
+        assert before.startswith("## Your assignment"), (
+            f"{path.name}: `{READING_HEAD}` should come right after `## Your assignment`"
+        )
+        reading[framework] = source
+    assert reading["pytorch"] == reading["tensorflow"], (
+        f"{lesson}: the `{READING_HEAD}` cells of the two twins differ (they should be identical)"
+    )
+    links = set(REFERENCE_LINK.findall(reading["pytorch"]))
+    assert len(links) >= 3, (
+        f"{lesson}: `{READING_HEAD}` should link at least 3 arXiv, DOI or ACL Anthology references, "
+        f"found {sorted(links)}"
+    )
