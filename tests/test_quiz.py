@@ -1,10 +1,13 @@
 """Quiz banks measure learning: enough questions, predictions, no answer-length or
-position cue; options shuffled reproducibly; answers exportable for instructors;
-every lesson ends by pointing to its assignment."""
+position cue; maths written as TeX between $...$ and rendered by the widget; options
+shuffled reproducibly; answers exportable for instructors; every lesson ends by
+pointing to its assignment."""
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -24,10 +27,49 @@ def _all_questions(bank: quiz.Bank) -> list[quiz.Question]:
     return [q for part in quiz.PARTS for q in bank.parts[part]]
 
 
+def split_math(text: str) -> list[tuple[bool, str]]:
+    """``text`` as (is_maths, chunk) pieces: the chunks between ``$`` signs alternate
+    between plain text and TeX. An odd number of ``$`` leaves the last span open."""
+    return [(i % 2 == 1, chunk) for i, chunk in enumerate(text.split("$"))]
+
+
+_TEX_WORD = re.compile(r"\\(?:operatorname|mathrm|text|mathit|mathbf)\{([^{}]*)\}")  # \text{step} reads "step"
+_TEX_NAMED = re.compile(r"\\(sin|cos|tan|tanh|exp|log|ln|max|min|det)\b")  # \tanh reads "tanh"
+_TEX_SPACE = re.compile(r"\\[,;:! ]")  # \, and friends: spacing, nothing to read
+_TEX_SYMBOL = re.compile(r"\\[A-Za-z]+")  # \top, \tau, \cdot, \sqrt, \to: one symbol each
+
+
+def text_as_read(text: str) -> str:
+    """What a student reads once MathJax has typeset ``text``: no ``$``, a function
+    name such as ``\\tanh`` as its name, any other command (``\\top``, ``\\sqrt``) as one
+    symbol, no braces and no ``^``/``_`` markers. ``$q \\cdot k / \\sqrt{D}$`` reads as
+    ``q • k / •D``, as long as ``q·k / √D``."""
+    out = []
+    for is_math, chunk in split_math(text):
+        if is_math:
+            chunk = _TEX_WORD.sub(r"\1", chunk)
+            chunk = _TEX_NAMED.sub(r"\1", chunk)
+            chunk = _TEX_SPACE.sub("", chunk)
+            chunk = _TEX_SYMBOL.sub("•", chunk)
+            chunk = re.sub(r"[{}^_]", "", chunk)
+        out.append(chunk)
+    return "".join(out)
+
+
 def _longest_is_correct(q: quiz.Question) -> bool:
-    """The longest option (by characters) is a right one; a tie for longest counts too."""
-    longest = max(len(a.text) for a in q.answers)
-    return any(a.correct and len(a.text) == longest for a in q.answers)
+    """The longest option (by characters as read, TeX markup aside) is a right one; a
+    tie for longest counts too."""
+    longest = max(len(text_as_read(a.text)) for a in q.answers)
+    return any(a.correct and len(text_as_read(a.text)) == longest for a in q.answers)
+
+
+def _bank_texts(bank: quiz.Bank):
+    """(place, text) for every question, answer and explanation of a bank."""
+    for q in _all_questions(bank):
+        yield f"{bank.lesson} {q.id} question", q.question
+        for j, a in enumerate(q.answers):
+            yield f"{bank.lesson} {q.id} answer {j + 1}", a.text
+            yield f"{bank.lesson} {q.id} answer {j + 1} explain", a.explain
 
 
 # ---------------------------------------------------------------- bank lints
@@ -59,6 +101,32 @@ def check_length_cue(bank: quiz.Bank) -> None:
     assert longest, f"{bank.lesson}: the right answer is never the longest option, which is a cue too"
 
 
+RAW_TEX = re.compile(r"\^|_\{|\\")  # ^, _{ or a backslash: TeX that belongs between $...$
+
+
+def check_maths_in_dollars(bank: quiz.Bank) -> None:
+    """Every maths expression is TeX between $...$: the $ signs pair up, and outside
+    them no text holds raw TeX (``a^T``, ``s_{i-1}``, ``\\tau``) that would show as typed."""
+    for where, text in _bank_texts(bank):
+        assert text.count("$") % 2 == 0, f"{where}: an odd number of $ (a maths span is not closed): {text!r}"
+        for is_math, chunk in split_math(text):
+            if is_math:
+                assert chunk.strip(), f"{where}: an empty $$ span: {text!r}"
+            else:
+                raw = RAW_TEX.search(chunk)
+                assert raw is None, (
+                    f"{where}: {raw.group()!r} outside $...$; write maths as TeX between $ signs: {text!r}"
+                )
+
+
+def check_choose_all_said_once(bank: quiz.Bank) -> None:
+    """The widget adds "(choose all that apply)" to a multiple-answer question itself."""
+    for q in _all_questions(bank):
+        assert "choose all that apply" not in q.question.lower(), (
+            f"{bank.lesson} {q.id}: the question says \"choose all that apply\"; the widget adds it already"
+        )
+
+
 def check_position_cue(bank: quiz.Bank) -> None:
     qs = _all_questions(bank)
     first_right = Counter(min(q.correct_set) for q in qs)
@@ -81,6 +149,16 @@ def test_answer_length_gives_nothing_away(lesson: str) -> None:
 @pytest.mark.parametrize("lesson", BANKS)
 def test_answer_position_in_the_file_varies(lesson: str) -> None:
     check_position_cue(quiz.load_bank(lesson))
+
+
+@pytest.mark.parametrize("lesson", BANKS)
+def test_maths_is_tex_between_dollars(lesson: str) -> None:
+    check_maths_in_dollars(quiz.load_bank(lesson))
+
+
+@pytest.mark.parametrize("lesson", BANKS)
+def test_choose_all_that_apply_is_said_once(lesson: str) -> None:
+    check_choose_all_said_once(quiz.load_bank(lesson))
 
 
 def _q(qid: str, right: str, wrong: str, right_first: bool = True, **extra) -> dict:
@@ -116,6 +194,48 @@ def test_the_lints_catch_a_patterned_bank() -> None:
         check_position_cue(always_first)
     with pytest.raises(AssertionError, match="never the longest"):
         check_length_cue(always_first)
+
+
+def _one_question_bank(question: str, right: str, wrong: str, explain: str = "yes", **extra) -> quiz.Bank:
+    q = _q("p1", right, wrong, **extra)
+    q["question"] = question
+    q["answers"][0]["explain"] = explain
+    return quiz.parse_bank({"lesson": "x", "title": "X", "pre": [q], "post": [_q("q1", "right", "wrong")]})
+
+
+@pytest.mark.parametrize("question,right,explain,message", [
+    ("What can a^T tanh(W_q q + W_k k) do?", "right", "yes", r"x p1 question: '\^' outside \$"),
+    ("Which index?", "e_ij = v^T tanh(W_q s + W_k h_j)", "yes", r"x p1 answer 1: '\^' outside \$"),
+    ("Which index?", "right", r"softmax over $j$, i.e. s_{i-1}", r"x p1 answer 1 explain: '_\{' outside \$"),
+    ("What happens as \\tau goes to 0?", "right", "yes", r"'\\\\' outside \$"),
+    ("What happens as $\\tau goes to 0?", "right", "yes", r"x p1 question: an odd number of \$"),
+    ("Which is right?", "right", "it costs $5", r"x p1 answer 1 explain: an odd number of \$"),
+    ("Which is right, $$ or not?", "right", "yes", r"an empty \$\$ span"),
+])
+def test_the_maths_lint_catches_raw_tex(question, right, explain, message) -> None:
+    """Raw TeX outside $...$, in a question, an answer or an explanation, fails the lint."""
+    check_maths_in_dollars(_one_question_bank(r"What can $a^\top \tanh(W_q q + W_k k)$ do?", "$u^{k+1} = u^k + o^k$",
+                                              r"$e_{ij}$ and $\omega_0$", r"$(512 \cdot 4000)^{-0.5} \approx 7 \cdot 10^{-4}$"))
+    with pytest.raises(AssertionError, match=message):
+        check_maths_in_dollars(_one_question_bank(question, right, "wrong", explain))
+
+
+def test_the_lint_catches_choose_all_said_twice() -> None:
+    said = _one_question_bank("Which hold? (Choose all that apply.)", "right", "wrong", multiple=True)
+    with pytest.raises(AssertionError, match="x p1: the question says \"choose all that apply\""):
+        check_choose_all_said_once(said)
+    check_choose_all_said_once(_one_question_bank("Which hold?", "right", "wrong", multiple=True))
+
+
+def test_length_cue_measures_the_text_as_read() -> None:
+    """TeX markup does not count: the right answer below is longer as typed, shorter as read."""
+    q = _one_question_bank("?", r"$a^\top \tanh(W_q q + W_k k)$", "a wrong one, longer as read").parts["pre"][0]
+    assert len(q.answers[0].text) > len(q.answers[1].text)
+    assert not _longest_is_correct(q)
+    assert text_as_read(r"$a^\top \tanh(W_q q + W_k k)$") == "a• tanh(Wq q + Wk k)"
+    assert text_as_read(r"$q \cdot k / \sqrt{D}$ and $\mathrm{lp}(Y)$") == "q • k / •D and lp(Y)"
+    plain = _one_question_bank("?", "a right answer, the longest one", "a wrong answer").parts["pre"][0]
+    assert _longest_is_correct(plain)
 
 
 @pytest.mark.parametrize("change,message", [
@@ -162,6 +282,91 @@ def test_displayed_order_hides_the_right_answer() -> None:
         assert len(set(positions)) > 1, f"{lesson}: the right answer is shown at position {positions[0]} every time"
 
 
+# ---------------------------------------------------------------- the widget renders maths
+
+
+def _descendants(widget):
+    yield widget
+    for child in getattr(widget, "children", ()):
+        yield from _descendants(child)
+
+
+def test_maths_renders_through_htmlmath() -> None:
+    """Question, options and feedback are HTMLMath with the $...$ kept for MathJax,
+    and the rest of the text escaped."""
+    import ipywidgets as w
+
+    bank = _one_question_bank(r"What can $a^\top \tanh(W_q q + W_k k)$ do if $x < y$ & z?",
+                              r"$u^{k+1} = u^k + o^k$", "<b>no</b> maths", explain=r"the read $o^k$ is added")
+    q = bank.parts["pre"][0]
+    item = quiz._question_widget(1, q, {}, lambda: None)
+    header, selector, button, feedback = item.children
+    assert isinstance(header, w.HTMLMath) and isinstance(feedback, w.HTMLMath)
+    assert r"$a^\top \tanh(W_q q + W_k k)$" in header.value
+    assert "$x &lt; y$ &amp; z?" in header.value  # escaped; MathJax reads "x < y" from the displayed text
+    labels = [row.children[1] for row in selector.children]
+    assert all(type(label) is w.HTMLMath for label in labels)
+    assert [label.value for label in labels] == [r"$u^{k+1} = u^k + o^k$", "&lt;b&gt;no&lt;/b&gt; maths"]
+    assert [tick.description for tick in item._course_select] == ["", ""]  # the text is in the label
+    item._course_select[0].value = True
+    button.click()
+    assert "Correct!" in feedback.value
+    assert r"$u^{k+1} = u^k + o^k$" in feedback.value and "the read $o^k$ is added" in feedback.value
+
+
+def test_every_bank_text_is_shown_as_htmlmath() -> None:
+    """In the real quizzes no option text sits in a description that cannot render maths,
+    and "(choose all that apply)" appears once, on multiple-answer questions only."""
+    import ipywidgets as w
+
+    for lesson in BANKS:
+        for part in quiz.PARTS:
+            box = quiz.show(lesson, part, framework=None)
+            for item in box.children[1:-1]:
+                q = item._course_question
+                header = item.children[0]
+                assert isinstance(header, w.HTMLMath) and html.escape(q.question) in header.value
+                assert header.value.lower().count("choose all that apply") == (1 if q.multiple else 0), q.id
+                shown = [x.value for x in _descendants(item.children[1]) if isinstance(x, w.HTMLMath)]
+                assert shown == [html.escape(a.text) for a in q.answers], q.id
+                assert not [x for x in _descendants(item) if isinstance(x, (w.RadioButtons, w.ToggleButtons))]
+                assert all(tick.description == "" for tick in item._course_select)
+    box = quiz.show("01_soft_attention", "post", framework="pytorch")
+    (additive,) = [item for item in box.children[1:-1] if item._course_question.id == "post-additive"]
+    assert r"$a^\top \tanh(W_q q + W_k k)$" in additive.children[0].value
+
+
+def test_single_choice_keeps_one_option_ticked() -> None:
+    """Ticking an option of a single-choice question unticks the one ticked before;
+    a multiple-answer question keeps every tick."""
+    single = _q("p1", "right", "wrong")
+    single["answers"].append({"text": "also wrong", "explain": "no"})
+    multi = _q("q1", "right", "right too", multiple=True)
+    multi["answers"][1]["correct"] = True
+    bank = quiz.parse_bank({"lesson": "x", "title": "X", "pre": [single], "post": [multi]})
+    tally: dict = {}
+    item = quiz._question_widget(1, bank.parts["pre"][0], tally, lambda: None)
+    first, second, third = item._course_select
+    first.value = True
+    second.value = True
+    assert [t.value for t in item._course_select] == [False, True, False]
+    third.value = True
+    assert [t.value for t in item._course_select] == [False, False, True]
+    third.value = False  # unticking leaves nothing ticked
+    assert [t.value for t in item._course_select] == [False, False, False]
+    first.value = True
+    item.children[2].click()
+    assert tally == {"p1": True} and "Correct!" in item.children[3].value
+    assert "(choose one)" in item.children[0].value
+
+    item = quiz._question_widget(2, bank.parts["post"][0], tally, lambda: None)
+    for tick in item._course_select:
+        tick.value = True
+    assert [t.value for t in item._course_select] == [True, True]
+    item.children[2].click()
+    assert tally["q1"] is True and "(choose all that apply)" in item.children[0].value
+
+
 # ---------------------------------------------------------------- framework twins
 
 
@@ -198,15 +403,12 @@ def test_framework_questions_come_in_pairs() -> None:
 
 
 def _answer(item, right: bool) -> None:
-    """Select an option and press the widget's Check button (its real click handler)."""
+    """Tick the right option(s) or one wrong one and press the widget's Check button
+    (its real click handler)."""
     q = item._course_question
-    index = min(q.correct_set) if right else next(i for i, a in enumerate(q.answers) if not a.correct)
-    selector = item._course_select
-    if q.multiple:
-        for i, box in enumerate(selector.children):
-            box.value = (i in q.correct_set) if right else (i == index)
-    else:
-        selector.value = index
+    index = next(i for i, a in enumerate(q.answers) if not a.correct)
+    for i, tick in enumerate(item._course_select):
+        tick.value = (i in q.correct_set) if right else (i == index)
     item.children[2].click()
 
 

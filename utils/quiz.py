@@ -11,6 +11,17 @@ Optional question keys:
 * ``framework: pytorch`` (or ``tensorflow``) shows the question only in that
   framework's notebook, for facts that differ between the two libraries.
 
+Maths goes between ``$...$`` in TeX, in questions, answers and explanations
+alike: ``'What can $a^\\top \\tanh(W_q q + W_k k)$ do?'``. The widget shows every
+text through ``ipywidgets.HTMLMath``, which MathJax typesets in Jupyter and Colab;
+the text is HTML-escaped first (``<``, ``>`` and ``&`` show as themselves, MathJax
+reads the TeX from the displayed text), so a text holds no HTML. Outside ``$...$``
+a text is plain: no ``^``, ``_{`` or ``\\``, and no ``$`` of its own (the bank
+tests fail on raw TeX outside ``$...$`` or an odd number of ``$``). In YAML, write a
+text with TeX in single quotes (``'$\\tau \\to 0$'``, an apostrophe doubled:
+``''``), since in double quotes ``\\t`` is a tab. A ``multiple: true`` question
+is shown with "(choose all that apply)"; its text must not say so again.
+
 The options are shown in a shuffled order, the same every time for a given
 lesson, part and question (the seed is a CRC-32 of those names, not Python's
 salted ``hash``), so that the position of the right answer tells nothing.
@@ -303,30 +314,57 @@ def collect(sources: Sequence[str | Path]) -> list[dict]:
 # ---------------------------------------------------------------- widgets
 
 
+def _html_text(text: str) -> str:
+    """A bank text as ``HTMLMath`` content: HTML-escaped, so ``<``, ``>`` and ``&`` show as
+    themselves and no markup gets in; the ``$...$`` spans pass through untouched and
+    MathJax typesets them from the displayed text."""
+    return html.escape(text)
+
+
+def _one_at_a_time(ticks: Sequence[Any]) -> None:
+    """Ticking one of ``ticks`` unticks the others (a single-choice question)."""
+
+    def untick_others(change: dict) -> None:
+        if change["new"]:
+            for tick in ticks:
+                if tick is not change["owner"]:
+                    tick.value = False
+
+    for tick in ticks:
+        tick.observe(untick_others, names="value")
+
+
 def _question_widget(number: int, q: Question, tally: dict, on_change: Any, rec: dict | None = None):
+    """One question: a header, one row per option (a tick box without text and the
+    option's text as ``HTMLMath``, so that maths renders), Check, and the feedback.
+
+    Test hooks: ``box._course_select`` holds the tick boxes in display order (set
+    ``.value = True`` to pick an option), ``box._course_check`` presses Check,
+    ``box._course_question`` is the question with its answers in display order.
+    """
     import ipywidgets as w
 
-    labels = [a.text for a in q.answers]
+    ticks = [w.Checkbox(value=False, description="", indent=False,
+                        layout=w.Layout(width="auto", flex="0 0 auto", margin="0 8px 0 0"))
+             for _ in q.answers]
+    rows = [w.HBox([tick, w.HTMLMath(_html_text(a.text))], layout=w.Layout(align_items="center"))
+            for tick, a in zip(ticks, q.answers)]
     if q.multiple:
-        boxes = [w.Checkbox(description=t, value=False, indent=False, layout=w.Layout(width="auto")) for t in labels]
-        selector = w.VBox(boxes)
-        selected = lambda: [i for i, b in enumerate(boxes) if b.value]  # noqa: E731
         prompt = " <i>(choose all that apply)</i>"
     else:
-        radio = w.RadioButtons(options=[(t, i) for i, t in enumerate(labels)], value=None, layout=w.Layout(width="auto"))
-        selector = radio
-        selected = lambda: [] if radio.value is None else [radio.value]  # noqa: E731
-        prompt = ""
+        _one_at_a_time(ticks)
+        prompt = " <i>(choose one)</i>"
+    selector = w.VBox(rows)
     if q.kind == "predict":
         prompt += " <i>(work it out first, then compare with what the lesson computes)</i>"
     button = w.Button(description="Check", button_style="primary")
-    feedback = w.HTML()
+    feedback = w.HTMLMath()
 
     def check(_: Any) -> None:
-        chosen = selected()
+        chosen = [i for i, tick in enumerate(ticks) if tick.value]
         ok, text = q.check(chosen)
         colour = "#1a7f37" if ok else "#b42318"
-        feedback.value = f"<div style='color:{colour}; white-space:pre-wrap'>{html.escape(text)}</div>"
+        feedback.value = f"<div style='color:{colour}; white-space:pre-wrap'>{_html_text(text)}</div>"
         if chosen:  # "pick an answer first" is not an attempt
             tally[q.id] = ok
             if rec is not None:
@@ -335,10 +373,10 @@ def _question_widget(number: int, q: Question, tally: dict, on_change: Any, rec:
 
     button.on_click(check)
     tag = {"pytorch": "[PyTorch] ", "tensorflow": "[TensorFlow] "}.get(q.framework or "", "")
-    header = w.HTML(f"<b>Q{number}.</b> {html.escape(tag + q.question)}{prompt}")
+    header = w.HTMLMath(f"<b>Q{number}.</b> {_html_text(tag + q.question)}{prompt}")
     box = w.VBox([header, selector, button, feedback], layout=w.Layout(margin="0 0 12px 0"))
     box._course_check = check  # lets tests press the button without a browser
-    box._course_select = selector
+    box._course_select = tuple(ticks)  # the tick boxes, in display order
     box._course_question = q  # the question as displayed (answers in display order)
     return box
 
