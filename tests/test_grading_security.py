@@ -406,7 +406,7 @@ def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path)
     bomb_dir = tmp_path / "bomb"
     bomb_dir.mkdir()
     bomb = (
-        "import subprocess, time\n"
+        "import os, subprocess, time\n"
         "children = []\n"
         "for _ in range(200):\n"
         "    try:\n"
@@ -414,7 +414,10 @@ def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path)
         "    except OSError:\n"
         "        break\n"
         "open('full', 'w').write(str(len(children)))\n"
-        "time.sleep(30)\n")
+        "for _ in range(300):  # hold the processes until the neighbour has run\n"
+        "    if os.path.exists('done'):\n"
+        "        break\n"
+        "    time.sleep(0.1)\n")
     os.chmod(tmp_path, 0o755)
     thread = threading.Thread(target=sandbox.run, args=(bomb_dir, [sys.executable, "-c", bomb], limits),
                               kwargs={"grace_s": 0}, daemon=True)
@@ -436,8 +439,9 @@ def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path)
               "sandbox.Limits(budget_s=30, processes=64), grace_s=0)\n"
               "print(out.log)\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert "threads-ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
+    (bomb_dir / "done").write_text("")
     thread.join(timeout=60)
+    assert "threads-ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 @pytest.mark.xdist_group("security01")

@@ -206,3 +206,39 @@ def test_heatmap_checks_labels() -> None:
         plots.attention_heatmap(w, ["a"], ["x", "y"])
     with pytest.raises(ValueError, match=r"weights: expected \(Tq, Tk\)"):
         plots.attention_heatmap(np.zeros((1, 2, 3)))
+
+
+def test_attention_panels_share_one_scale_and_one_colour_bar() -> None:
+    import matplotlib.pyplot as plt
+
+    sharp = np.eye(3)
+    uniform = np.full((3, 3), 1 / 3)
+    axes = plots.attention_panels([sharp, uniform], ["sharp", "uniform"], x_labels=["a", "b", "c"])
+    limits = {ax.images[0].get_clim() for ax in axes.flat}
+    assert limits == {(0.0, 1.0)}, f"every panel should run from 0 to the largest weight of all panels: {limits}"
+    fig = axes.flat[0].figure
+    assert len(fig.axes) == 3, "two panels and one shared colour bar"
+    assert [ax.get_title() for ax in axes.flat] == ["sharp", "uniform"]
+    plt.close(fig)
+    # Per-panel labels, wrapping, and a clear error for a wrong count.
+    axes = plots.attention_panels([sharp] * 4, ["a", "b", "c", "d"], y_labels=[["x", "y", "z"]] * 4, ncols=2)
+    assert axes.shape == (2, 2) and [t.get_text() for t in axes[1, 1].get_yticklabels()] == ["x", "y", "z"]
+    plt.close(axes.flat[0].figure)
+    with pytest.raises(ValueError, match="one title per panel"):
+        plots.attention_panels([sharp, sharp], ["only one"])
+    with pytest.raises(ValueError, match="vmax"):
+        plots.attention_heatmap(sharp, vmax=0)
+
+
+def test_training_curves_label_the_y_axis() -> None:
+    import matplotlib.pyplot as plt
+
+    ax = plots.training_curves({"train loss": [2, 1], "valid loss": [2.5, 1.5]})
+    assert ax.get_ylabel() == "loss"
+    ax = plots.training_curves({"train loss": [2, 1], "val exact match": [0.1, 0.5]})
+    assert ax.get_ylabel() == "train loss / val exact match"
+    ax = plots.training_curves({"learning rate": [1e-4, 2e-4]}, ylabel="lr")
+    assert ax.get_ylabel() == "lr"
+    plt.close("all")
+    with pytest.raises(ValueError, match="at least one named series"):
+        plots.training_curves({})

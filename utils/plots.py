@@ -24,9 +24,14 @@ def attention_heatmap(
     cmap: str = "viridis",
     annotate: bool = False,
     colorbar: bool = True,
+    vmax: float | None = None,
 ) -> plt.Axes:
     """Heatmap of one attention matrix with token labels and a colour bar.
 
+    The colour scale runs from 0 to ``vmax`` (default: this matrix's largest
+    weight). Matrices drawn side by side must share one ``vmax``, or a uniform
+    row of weights 0.09 looks as bright as a row of weights near 1: use
+    ``attention_panels``, which does that for you.
     Shapes: weights (Tq, Tk); x_labels Tk strings, y_labels Tq strings.
     """
     w = np.asarray(to_numpy(weights), dtype=float)
@@ -38,7 +43,10 @@ def attention_heatmap(
         raise ValueError(f"y_labels: expected {w.shape[0]} labels (Tq), got {len(y_labels)}")
     if ax is None:
         _, ax = plt.subplots(figsize=(max(3.0, 0.45 * w.shape[1] + 1.5), max(2.5, 0.4 * w.shape[0] + 1.0)))
-    image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=max(1e-9, float(w.max())), aspect="auto")
+    if vmax is not None and not vmax > 0:
+        raise ValueError(f"vmax: expected a positive number (the top of the colour scale), got {vmax!r}")
+    top = float(vmax) if vmax is not None else max(1e-9, float(w.max()))
+    image = ax.imshow(w, cmap=cmap, vmin=0.0, vmax=top, aspect="auto")
     if x_labels is not None:
         ax.set_xticks(range(w.shape[1]), [str(t) for t in x_labels], rotation=60, ha="right")
     if y_labels is not None:
@@ -47,8 +55,64 @@ def attention_heatmap(
         for i in range(w.shape[0]):
             for j in range(w.shape[1]):
                 ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center",
-                        color="white" if w[i, j] < 0.6 * w.max() else "black", fontsize=8)
+                        color="white" if w[i, j] < 0.6 * top else "black", fontsize=8)
     return _label_image(ax, image, xlabel, ylabel, title, colorbar)
+
+
+def _per_panel(labels: Any, n: int, name: str) -> list:
+    """One label list per panel: ``labels`` is shared (strings) or given per panel."""
+    if labels is None:
+        return [None] * n
+    labels = list(labels)
+    if labels and not isinstance(labels[0], str) and hasattr(labels[0], "__len__"):
+        if len(labels) != n:
+            raise ValueError(f"{name}: expected one label list per panel ({n}), got {len(labels)}")
+        return labels
+    return [labels] * n
+
+
+def attention_panels(
+    maps: Sequence[Any],
+    titles: Sequence[str] | None = None,
+    x_labels: Sequence[Any] | None = None,
+    y_labels: Sequence[Any] | None = None,
+    ncols: int | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+    annotate: bool = False,
+    panel_size: tuple[float, float] = (3.8, 3.2),
+    vmax: float | None = None,
+    cmap: str = "viridis",
+) -> np.ndarray:
+    """Several attention matrices side by side on ONE colour scale, with one colour bar.
+
+    The scale runs from 0 to ``vmax`` (default: the largest weight of all panels),
+    so equal colours mean equal weights in every panel. ``x_labels``/``y_labels``
+    are one list of strings for all panels or one list per panel. Panels wrap after
+    ``ncols`` (default: up to 3 in a row, so the figure fits a notebook column).
+    Returns the axes, shape (rows, ncols). Shapes: maps[i] (Tq_i, Tk_i).
+    """
+    arrays = [np.asarray(to_numpy(m), dtype=float) for m in maps]
+    n = len(arrays)
+    if n == 0:
+        raise ValueError("maps: expected at least one attention matrix, got none")
+    titles = list(titles) if titles is not None else [None] * n
+    if len(titles) != n:
+        raise ValueError(f"titles: expected one title per panel ({n}), got {len(titles)}")
+    xs, ys = _per_panel(x_labels, n, "x_labels"), _per_panel(y_labels, n, "y_labels")
+    ncols = min(n, ncols or 3)
+    nrows = -(-n // ncols)
+    top = vmax if vmax is not None else max(1e-9, max(float(a.max()) for a in arrays))
+    fig, axes = plt.subplots(nrows, ncols, squeeze=False, layout="constrained",
+                             figsize=(panel_size[0] * ncols + 0.9, panel_size[1] * nrows))
+    for i, ax in enumerate(axes.flat):
+        if i >= n:
+            ax.set_axis_off()
+            continue
+        attention_heatmap(arrays[i], xs[i], ys[i], ax=ax, title=titles[i], xlabel=xlabel, ylabel=ylabel,
+                          cmap=cmap, annotate=annotate, colorbar=False, vmax=top)
+    fig.colorbar(axes.flat[0].images[0], ax=axes, shrink=0.9, label="attention weight")
+    return axes
 
 
 def training_curves(
@@ -57,8 +121,13 @@ def training_curves(
     title: str | None = None,
     xlabel: str = "epoch",
     logy: bool = False,
+    ylabel: str | None = None,
 ) -> plt.Axes:
-    """One line per named series (e.g. ``{"train loss": [...], "val loss": [...]}``)."""
+    """One line per named series (e.g. ``{"train loss": [...], "val loss": [...]}``).
+
+    The y axis is labelled ``ylabel``; by default "loss" when every series is a loss,
+    the series' name when there is one, and the names joined by " / " otherwise.
+    """
     if not history:
         raise ValueError("history: expected at least one named series, got an empty mapping")
     if ax is None:
@@ -67,6 +136,10 @@ def training_curves(
         values = np.asarray(values, dtype=float)
         ax.plot(np.arange(1, len(values) + 1), values, label=name, marker="o" if len(values) < 30 else None)
     ax.set_xlabel(xlabel)
+    if ylabel is None:
+        names = [str(n) for n in history]
+        ylabel = "loss" if all("loss" in n for n in names) and len(names) > 1 else " / ".join(names)
+    ax.set_ylabel(ylabel)
     if logy:
         ax.set_yscale("log")
     ax.legend()
