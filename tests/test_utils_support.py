@@ -242,3 +242,36 @@ def test_training_curves_label_the_y_axis() -> None:
     plt.close("all")
     with pytest.raises(ValueError, match="at least one named series"):
         plots.training_curves({})
+
+
+def test_every_explorer_slider_shows_its_whole_label() -> None:
+    """ipywidgets cuts a long description ("temperat...") unless the style gives it room."""
+    import ipywidgets as w
+    import matplotlib.pyplot as plt
+
+    from utils import widgets as course_widgets
+    from utils.positional import explorer as pos_explorer
+    from utils.seq2seq import explorer as s2s_explorer
+    from utils.transformer import explorer as tr_explorer
+
+    rng = np.random.default_rng(0)
+    att = {k: [rng.random((1, 2, 3, 3))] for k in tr_explorer.KINDS}
+    built = [
+        course_widgets.query_explorer(rng.normal(size=(4, 2))),
+        course_widgets.temperature_explorer(rng.normal(size=5)),
+        pos_explorer.encoding_explorer(rng.normal(size=(16, 8)), position=4),
+        s2s_explorer.decode_stepper(list("abc"), list("xy") + ["<eos>"], rng.random((3, 3))),
+        tr_explorer.attention_explorer(att, [list("abc")], [list("xyz")]),
+    ]
+
+    def sliders(widget):
+        if isinstance(widget, (w.IntSlider, w.FloatSlider, w.FloatLogSlider)):
+            yield widget
+        for child in getattr(widget, "children", ()):
+            yield from sliders(child)
+
+    found = [s for b in built for s in sliders(b)]
+    plt.close("all")
+    assert len(found) >= 10, f"expected the explorers' sliders, found {len(found)}"
+    cut = [s.description for s in found if s.style.description_width != "initial"]
+    assert not cut, f"these sliders' labels can be cut off: {cut}"

@@ -13,6 +13,9 @@ import numpy as np
 
 from .grading import to_numpy
 
+# Slider style: the label gets the width it needs ("temperature", not "temperat...").
+FULL_LABEL = {"description_width": "initial"}
+
 WeightsFn = Callable[[np.ndarray, np.ndarray, float], Any]
 
 
@@ -74,9 +77,10 @@ def query_explorer(
 
     keys = np.asarray(to_numpy(keys), dtype=np.float32)
     span = float(np.abs(keys).max()) * 1.5 + 1e-6
-    qx = w.FloatSlider(value=0.0, min=-span, max=span, step=span / 50, description="query x")
-    qy = w.FloatSlider(value=0.0, min=-span, max=span, step=span / 50, description="query y")
-    temp = w.FloatLogSlider(value=temperature, base=10, min=-1.5, max=1.5, step=0.05, description="temperature")
+    qx = w.FloatSlider(value=0.0, min=-span, max=span, step=span / 50, description="query x", style=FULL_LABEL)
+    qy = w.FloatSlider(value=0.0, min=-span, max=span, step=span / 50, description="query y", style=FULL_LABEL)
+    temp = w.FloatLogSlider(value=temperature, base=10, min=-1.5, max=1.5, step=0.05, description="temperature",
+                            style=FULL_LABEL)
     out = w.Output()
 
     def redraw(*_: Any) -> None:
@@ -105,7 +109,7 @@ def temperature_explorer(scores: Any, labels: Sequence[str] | None = None, softm
     scores = np.asarray(to_numpy(scores), dtype=np.float32).reshape(-1)
     fn = softmax_fn or (lambda s, t: numpy_ref.masked_softmax(s, temperature=t))
     labels = list(labels) if labels is not None else [str(i) for i in range(len(scores))]
-    temp = w.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05, description="temperature")
+    temp = w.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05, description="temperature", style=FULL_LABEL)
     out = w.Output()
 
     def redraw(*_: Any) -> None:

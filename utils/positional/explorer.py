@@ -12,6 +12,7 @@ import numpy as np
 
 from ..grading import to_numpy
 from ..plots import encoding_waves
+from ..widgets import FULL_LABEL
 
 
 def draw_encoding(encoding: Any, dim: int, offset: int, position: int = 10) -> tuple[plt.Figure, dict]:
@@ -56,8 +57,8 @@ def encoding_explorer(encoding: Any, position: int = 10):
 
     pe = np.asarray(to_numpy(encoding), dtype=float)
     t, d = pe.shape
-    dim = w.IntSlider(value=0, min=0, max=d - 1, description="dimension")
-    offset = w.IntSlider(value=1, min=-position, max=t - 1 - position, description="offset k")
+    dim = w.IntSlider(value=0, min=0, max=d - 1, description="dimension", style=FULL_LABEL)
+    offset = w.IntSlider(value=1, min=-position, max=t - 1 - position, description="offset k", style=FULL_LABEL)
     out = w.Output()
 
     def redraw(*_: Any) -> None:

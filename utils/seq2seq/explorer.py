@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..grading import to_numpy
+from ..widgets import FULL_LABEL
 
 __all__ = ["draw_decode_step", "decode_stepper"]
 
@@ -53,7 +54,7 @@ def decode_stepper(source: Sequence[str], output: Sequence[str], weights: Any):
     import ipywidgets as widgets
     from IPython.display import display
 
-    slider = widgets.IntSlider(value=0, min=0, max=len(output) - 1, description="output step")
+    slider = widgets.IntSlider(value=0, min=0, max=len(output) - 1, description="output step", style=FULL_LABEL)
     play = widgets.Play(value=0, min=0, max=len(output) - 1, interval=900)
     widgets.jslink((play, "value"), (slider, "value"))
     out = widgets.Output()

@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from utils.grading import to_numpy
+from utils.widgets import FULL_LABEL
 from utils.plots import attention_heatmap
 
 __all__ = ["KINDS", "attention_to_numpy", "plot_attention_grid", "attention_explorer"]
@@ -79,6 +80,7 @@ def attention_explorer(attention: Mapping[str, Sequence[Any]], src_tokens: Seque
     Shapes: attention[kind] L x (B, H, Tq, Tk); src_tokens / tgt_tokens one label list per example.
     """
     import ipywidgets as widgets
+    from IPython.display import display
 
     att = attention_to_numpy(attention)
     b, h = att["cross"][0].shape[:2]
@@ -86,9 +88,9 @@ def attention_explorer(attention: Mapping[str, Sequence[Any]], src_tokens: Seque
         raise ValueError(f"src_tokens, tgt_tokens: expected {b} label lists (one per example), "
                          f"got {len(src_tokens)}, {len(tgt_tokens)}")
     kind = widgets.Dropdown(options=list(KINDS), value="cross", description="attention")
-    layer = widgets.IntSlider(0, 0, len(att["cross"]) - 1, description="layer")
-    head = widgets.IntSlider(0, 0, h - 1, description="head")
-    example = widgets.IntSlider(0, 0, b - 1, description="example")
+    layer = widgets.IntSlider(0, 0, len(att["cross"]) - 1, description="layer", style=FULL_LABEL)
+    head = widgets.IntSlider(0, 0, h - 1, description="head", style=FULL_LABEL)
+    example = widgets.IntSlider(0, 0, b - 1, description="example", style=FULL_LABEL)
     out = widgets.Output()
 
     def draw(*_: Any) -> None:
@@ -101,7 +103,8 @@ def attention_explorer(attention: Mapping[str, Sequence[Any]], src_tokens: Seque
             ax = attention_heatmap(w, list(x_labels)[: w.shape[1]], list(y_labels)[: w.shape[0]],
                                    title=f"{kind.value}, layer {layer.value}, head {head.value}",
                                    xlabel=KINDS[kind.value][0], ylabel=KINDS[kind.value][1])
-            plt.show(ax.figure)
+            display(ax.figure)  # plt.show(figure) is no API: under Agg it raised inside the widget
+            plt.close(ax.figure)
 
     for control in (kind, layer, head, example):
         control.observe(draw, names="value")
