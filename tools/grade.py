@@ -361,12 +361,12 @@ def grade_one(student: str, settings: Settings, release, source, replays: Replay
     elif state == "kernel died":
         notes.append("the kernel died while running the notebook (os._exit, a crash, or too much memory); "
                      "tests after that point got no points")
-    if status.get("timeouts") and not killed:
-        notes.append(f"{int(status['timeouts'])} cell(s) ran past the {limits.cell_timeout_s:g} s limit per cell "
-                     "and were interrupted")
     elif state.startswith("runner error"):
         notes.append(f"the grader's runner stopped twice ({state[len('runner error: '):][:60]}); tests that had "
                      "not run got no points: tell your instructor, who can grade this notebook again")
+    if status.get("timeouts") and not killed:
+        notes.append(f"{int(status['timeouts'])} cell(s) ran past the {limits.cell_timeout_s:g} s limit per cell "
+                     "and were interrupted")
     if not status and not killed:
         notes.append("the notebook stopped the grader's runner (too much memory or output?); "
                      "tests that had not run got no points")
