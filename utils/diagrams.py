@@ -37,6 +37,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Circle, FancyArrowPatch, FancyBboxPatch, Rectangle
 
+from .attention.numpy_ref import masked_softmax
+
 __all__ = [
     "COLOURS",
     "LESSON_FIGURES",
@@ -120,8 +122,6 @@ class _Canvas:
         pts = np.asarray(points, dtype=float)
         self.ax.plot(pts[:-1, 0], pts[:-1, 1], color=_ARROW, lw=1.2, ls="--" if dashed else "-",
                      zorder=3, solid_capstyle="butt")
-        if len(pts) > 2:
-            self.ax.plot(pts[-3:-1, 0], pts[-3:-1, 1], color=_ARROW, lw=1.2, ls="--" if dashed else "-", zorder=3)
         if arrow:
             self.arrow(pts[-2], pts[-1], dashed=dashed)
         else:
@@ -162,8 +162,7 @@ def soft_attention() -> Figure:
     # weights drawn as bars: softmax of the lesson's scores (2, 1, 0)
     c.box(7.25, 2.45, 1.7, 1.05, "", "attention")
     c.text(7.25, 2.75, "weights $\\alpha_i$", fs=_FS)
-    s = np.array([2.0, 1.0, 0.0])
-    alpha = np.exp(s) / np.exp(s).sum()
+    alpha = masked_softmax(np.array([2.0, 1.0, 0.0]))
     for i, a in enumerate(alpha):
         c.ax.add_patch(Rectangle((6.78 + 0.35 * i, 2.05), 0.22, 0.5 * a, fc=COLOURS["attention"][1],
                                  ec="none", zorder=4))
