@@ -14,10 +14,11 @@ import pytest  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
+from tools.sync_notebooks import lessons  # noqa: E402
 from utils import diagrams  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit())
+LESSONS = lessons()
 
 # A few labels each lesson's figure must show, in the lesson's own notation.
 KEY_LABELS = {

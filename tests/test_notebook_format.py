@@ -10,7 +10,7 @@ import pytest
 from tools import sync_notebooks as sync
 
 NOTEBOOKS = sync.notebooks()
-LESSONS = sorted(p.name for p in (sync.ROOT / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit())
+LESSONS = sync.lessons()
 READING_HEAD = "## Further reading"
 # A reference a reader can resolve for good: an arXiv abstract, a DOI or an ACL Anthology page.
 REFERENCE_LINK = re.compile(

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tools.notebook_runner import ROOT, headings, run_notebook
+from tools.sync_notebooks import lessons
 
-LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if p.is_dir() and not p.name.startswith("."))
+LESSONS = lessons()
 SOLUTIONS = sorted((ROOT / "solutions").glob("*/*.ipynb"))
 FORBIDDEN = {"pytorch": {"tensorflow", "keras"}, "tensorflow": {"torch"}}
 

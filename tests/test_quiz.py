@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from tools.sync_notebooks import lessons
 from utils import quiz, runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 BANKS = sorted(p.stem for p in quiz.quiz_dir().glob("*.yml"))
-LESSONS = sorted(p.name for p in (ROOT / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit())
+LESSONS = lessons()
 MIN_PRE, MIN_POST, MIN_PREDICT = 4, 6, 2
 
 

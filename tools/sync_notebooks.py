@@ -54,6 +54,11 @@ else:
     output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''
 
 
+def lessons(root: Path = ROOT) -> list[str]:
+    """The lesson folder names under lessons/ (``NN_topic``), in course order."""
+    return sorted(p.name for p in (root / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit())
+
+
 def notebooks(root: Path = ROOT) -> list[Path]:
     found = []
     for d in NOTEBOOK_DIRS:
@@ -104,7 +109,7 @@ def lesson_table(url: str | None = None) -> str:
     url = (url or repository_url()).rstrip("/")
     colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
     rows = ["| # | lesson | time | PyTorch | TensorFlow | assignment |", "|---|---|---|---|---|---|"]
-    for folder in sorted(p for p in (ROOT / "lessons").iterdir() if p.is_dir() and p.name[:2].isdigit()):
+    for folder in (ROOT / "lessons" / name for name in lessons()):
         twins = [folder / f"{folder.name}_{fw}.ipynb" for fw in ("pytorch", "tensorflow")]
         if not all(t.exists() for t in twins):
             continue  # a lesson under construction appears once both twins exist
