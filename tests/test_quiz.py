@@ -137,29 +137,15 @@ def check_position_cue(bank: quiz.Bank) -> None:
     )
 
 
+# Every committed bank passes every lint: enough questions and predictions, no length
+# or position cue, maths as TeX between dollars, "choose all that apply" left to the widget.
+BANK_LINTS = [check_counts, check_length_cue, check_position_cue, check_maths_in_dollars, check_choose_all_said_once]
+
+
+@pytest.mark.parametrize("lint", BANK_LINTS, ids=[f.__name__ for f in BANK_LINTS])
 @pytest.mark.parametrize("lesson", BANKS)
-def test_bank_has_enough_questions_and_predictions(lesson: str) -> None:
-    check_counts(quiz.load_bank(lesson))
-
-
-@pytest.mark.parametrize("lesson", BANKS)
-def test_answer_length_gives_nothing_away(lesson: str) -> None:
-    check_length_cue(quiz.load_bank(lesson))
-
-
-@pytest.mark.parametrize("lesson", BANKS)
-def test_answer_position_in_the_file_varies(lesson: str) -> None:
-    check_position_cue(quiz.load_bank(lesson))
-
-
-@pytest.mark.parametrize("lesson", BANKS)
-def test_maths_is_tex_between_dollars(lesson: str) -> None:
-    check_maths_in_dollars(quiz.load_bank(lesson))
-
-
-@pytest.mark.parametrize("lesson", BANKS)
-def test_choose_all_that_apply_is_said_once(lesson: str) -> None:
-    check_choose_all_said_once(quiz.load_bank(lesson))
+def test_bank_passes_the_lint(lesson: str, lint) -> None:
+    lint(quiz.load_bank(lesson))
 
 
 def _q(qid: str, right: str, wrong: str, right_first: bool = True, **extra) -> dict:
