@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import shutil
 import socket
 import sqlite3
 import subprocess
@@ -380,7 +381,6 @@ def test_a_notebook_budget_caps_slow_cells(small_course, tmp_path) -> None:
     """Many cells just under the cell timeout cannot multiply the time a student takes."""
     course, fills, release = small_course["course"], small_course["fills"], small_course["release"]
     for old in (course / "submitted").iterdir():
-        import shutil
         shutil.rmtree(old)
     slow = gs.fill_release(release, fills)
     first = next(i for i, c in enumerate(slow.cells) if c.metadata.get("nbgrader", {}).get("grade"))
@@ -448,7 +448,6 @@ def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path)
 def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> None:
     """A runner that fails (say, a kernel that did not start on a busy machine) is no verdict on the student."""
     course, fills, release = small_course["course"], small_course["fills"], small_course["release"]
-    import shutil
     shutil.rmtree(course / "submitted", ignore_errors=True)
     gs.write_submission(course, AID, "good", gs.fill_release(release, fills))
     real_run, calls = sandbox.run, []

@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from utils.grading import to_numpy
-from utils.widgets import FULL_LABEL
 from utils.plots import attention_heatmap
+from utils.widgets import FULL_LABEL
 
 __all__ = ["KINDS", "attention_to_numpy", "plot_attention_grid", "attention_explorer"]
 
