@@ -319,6 +319,39 @@ def _keras_layer(K, w, bias=True):
     return m
 
 
+def test_keras_layers_built_at_construction_warn_nothing_in_a_model(keras_side) -> None:
+    """Every course Keras layer whose weights exist after construction says it is built,
+    so a model that holds one and reads its weights directly (lesson 4's rotary model)
+    trains without Keras's "unbuilt state" warning on the student's screen."""
+    import warnings
+
+    keras, ops, K = keras_side
+    from utils.memory import keras_impl as memory
+    from utils.positional import keras_impl as positional
+    from utils.transformer import keras_impl as transformer
+
+    layers = [K.MultiHeadAttention(D, H), K.AdditiveAttention(D, D, 8), memory.MemN2N(10, 8, 4),
+              positional.LearnedPositionalEmbedding(T, D), transformer.Linear(D, D),
+              transformer.LayerNorm(D), transformer.Embedding(10, D)]
+    assert [type(m).__name__ for m in layers if not m.built] == []
+
+    class ReadsWeights(keras.Model):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attn = K.MultiHeadAttention(D, H)
+
+        def call(self, x):
+            return x @ self.attn.w_qkv  # uses the weights without calling the layer
+
+    model = ReadsWeights()
+    model.compile(optimizer="sgd", loss="mse")
+    x = np.random.default_rng(0).normal(size=(2, D)).astype(np.float32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.train_on_batch(x, np.zeros((2, 3 * D), np.float32))
+    assert [str(w.message)[:120] for w in caught if "unbuilt state" in str(w.message)] == []
+
+
 @pytest.mark.parametrize("name", ["none", "padding", "causal", "padding+causal"])
 def test_keras_equals_reference(keras_side, name: str) -> None:
     keras, ops, K = keras_side

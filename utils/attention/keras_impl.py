@@ -162,6 +162,7 @@ class AdditiveAttention(keras.layers.Layer):
         self.w_v = self.add_weight(
             shape=(d_attn,), initializer=keras.initializers.RandomUniform(-limit, limit), name="w_v"
         )
+        self.built = True  # every weight exists after construction
 
     def call(
         self,
@@ -330,6 +331,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.b_qkv = self.add_weight(shape=(3 * d_model,), initializer="zeros", name="b_qkv") if bias else None
         self.b_o = self.add_weight(shape=(d_model,), initializer="zeros", name="b_o") if bias else None
         self._seed = keras.random.SeedGenerator()
+        self.built = True  # every weight exists after construction
 
     def call(
         self,

@@ -364,6 +364,7 @@ class MemN2N(keras.layers.Layer):
             self.add_weight(shape=(hops + 1, memory_size, embed_dim), initializer=init, name="temporal")
             if temporal_encoding else None
         )
+        self.built = True  # every weight exists after construction
 
     def call(self, stories: Tensor, queries: Tensor, linear: bool = False) -> tuple[Tensor, Tensor]:
         M = _checks.shape_of(stories)[1]

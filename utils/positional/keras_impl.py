@@ -123,6 +123,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         self.embedding = self.add_weight(
             shape=(max_len, d_model), initializer=keras.initializers.RandomNormal(stddev=0.02), name="embedding"
         )
+        self.built = True  # every weight exists after construction
 
     def call(self, x: Tensor) -> Tensor:
         shape = _checks.check_sequence("x", x, self.max_len, self.d_model)

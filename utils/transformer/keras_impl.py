@@ -71,6 +71,7 @@ class Linear(keras.layers.Layer):
         super().__init__(**kwargs)
         self.w = self.add_weight(shape=(d_in, d_out), initializer="glorot_uniform", name="w")
         self.b = self.add_weight(shape=(d_out,), initializer="zeros", name="b") if bias else None
+        self.built = True  # every weight exists after construction
 
     def call(self, x: Tensor) -> Tensor:
         y = ops.matmul(x, self.w)
@@ -88,6 +89,7 @@ class LayerNorm(keras.layers.Layer):
         self.eps = float(eps)
         self.gamma = self.add_weight(shape=(d_model,), initializer="ones", name="gamma")
         self.beta = self.add_weight(shape=(d_model,), initializer="zeros", name="beta")
+        self.built = True  # every weight exists after construction
 
     def call(self, x: Tensor) -> Tensor:
         mean = ops.mean(x, axis=-1, keepdims=True)
@@ -106,6 +108,7 @@ class Embedding(keras.layers.Layer):
         self.d_model = d_model
         init = keras.initializers.RandomNormal(stddev=d_model**-0.5)
         self.table = self.add_weight(shape=(vocab_size, d_model), initializer=init, name="table")  # (V, D)
+        self.built = True  # every weight exists after construction
 
     def call(self, ids: Tensor) -> Tensor:
         return ops.take(self.table, ops.cast(ids, "int32"), axis=0) * math.sqrt(self.d_model)  # (B, T, D)
