@@ -250,6 +250,7 @@ def test_every_explorer_slider_shows_its_whole_label() -> None:
     import matplotlib.pyplot as plt
 
     from utils import widgets as course_widgets
+    from utils.attention import explorer as att_explorer
     from utils.positional import explorer as pos_explorer
     from utils.seq2seq import explorer as s2s_explorer
     from utils.transformer import explorer as tr_explorer
@@ -262,6 +263,7 @@ def test_every_explorer_slider_shows_its_whole_label() -> None:
         pos_explorer.encoding_explorer(rng.normal(size=(16, 8)), position=4),
         s2s_explorer.decode_stepper(list("abc"), list("xy") + ["<eos>"], rng.random((3, 3))),
         tr_explorer.attention_explorer(att, [list("abc")], [list("xyz")]),
+        att_explorer.layer_cost_explorer(n=16, d=32, k=3),
     ]
 
     def sliders(widget):

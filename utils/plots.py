@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
+import matplotlib.cm as mcm
+import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -265,6 +267,97 @@ def cost_curves(
     if title:
         ax.set_title(title)
     return ax
+
+
+# ---------------------------------------------------------------------------
+# Images as patches (lesson 5's look ahead to the Vision Transformer)
+# ---------------------------------------------------------------------------
+
+
+def _image_grid(image: Any, patch_size: int, name: str = "image") -> tuple[np.ndarray, int, int]:
+    """The image as floats (H, W, C) and its patch grid (rows, columns)."""
+    img = np.asarray(to_numpy(image), dtype=float)
+    if img.ndim != 3:
+        raise ValueError(f"{name}: expected (H, W, C), got shape {img.shape}")
+    if isinstance(patch_size, bool) or not isinstance(patch_size, int) or patch_size < 1:
+        raise ValueError(f"patch_size: expected a positive int, got {patch_size!r}")
+    if img.shape[0] % patch_size or img.shape[1] % patch_size:
+        raise ValueError(f"{name}: expected height and width divisible by patch_size={patch_size}, got {img.shape[:2]}")
+    return img, img.shape[0] // patch_size, img.shape[1] // patch_size
+
+
+def image_patches(
+    image: Any,
+    patch_size: int,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    numbers: bool = True,
+) -> plt.Axes:
+    """An image with its patch grid drawn over it and, with ``numbers``, each patch's index (row by row).
+
+    Shapes: image (H, W, C) with values in [0, 1], H and W multiples of ``patch_size``.
+    """
+    img, rows, cols = _image_grid(image, patch_size)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(3.6, 3.6))
+    ax.imshow(np.clip(img, 0, 1), interpolation="nearest")
+    for r in range(1, rows):
+        ax.axhline(r * patch_size - 0.5, color="white", lw=1)
+    for c in range(1, cols):
+        ax.axvline(c * patch_size - 0.5, color="white", lw=1)
+    if numbers:
+        for i in range(rows * cols):
+            r, c = divmod(i, cols)
+            ax.text(c * patch_size + 1, r * patch_size + 1, str(i), color="white", fontsize=6, va="top", ha="left")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def patch_attention(
+    image: Any,
+    weights: Any,
+    patch_size: int,
+    query: int | None = None,
+    ax: plt.Axes | None = None,
+    title: str | None = None,
+    vmax: float | None = None,
+    colorbar: bool = True,
+) -> plt.Axes:
+    """Where one patch attends: its attention row, reshaped to the patch grid, over the image in grey.
+
+    The colour scale runs from 0 to ``vmax`` (default: the largest weight); panels
+    drawn side by side should share one ``vmax``. ``query`` outlines that patch.
+    Shapes: image (H, W, C); weights (N,) with N = (H / patch_size) (W / patch_size).
+    """
+    img, rows, cols = _image_grid(image, patch_size)
+    w = np.asarray(to_numpy(weights), dtype=float)
+    if w.shape != (rows * cols,):
+        raise ValueError(f"weights: expected ({rows * cols},), one weight per patch of the {rows}x{cols} grid, got {w.shape}")
+    if query is not None and not 0 <= query < rows * cols:
+        raise ValueError(f"query: expected a patch index in 0..{rows * cols - 1}, got {query}")
+    if vmax is not None and not vmax > 0:
+        raise ValueError(f"vmax: expected a positive number (the top of the colour scale), got {vmax!r}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.2, 3.6))
+    h, wd = img.shape[:2]
+    ax.imshow(np.clip(img, 0, 1).mean(-1), cmap="gray", vmin=0, vmax=1, interpolation="nearest")
+    top = float(vmax) if vmax is not None else max(1e-9, float(w.max()))
+    norm, cmap = mcolors.Normalize(0.0, top), plt.get_cmap("magma")
+    level = np.clip(norm(w.reshape(rows, cols)), 0, 1)  # (rows, cols) weights on the grid, 0..1
+    overlay = cmap(level)  # (rows, cols, 4)
+    overlay[..., 3] = 0.2 + 0.75 * level  # the more weight, the more opaque: the image shows through the rest
+    ax.imshow(overlay, extent=(-0.5, wd - 0.5, h - 0.5, -0.5), interpolation="nearest")
+    image = mcm.ScalarMappable(norm=norm, cmap=cmap)  # for the colour bar
+    if query is not None:
+        r, c = divmod(query, cols)
+        ax.add_patch(plt.Rectangle((c * patch_size - 0.5, r * patch_size - 0.5), patch_size, patch_size,
+                                   fill=False, edgecolor="cyan", lw=2))
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return _label_image(ax, image, "", "", title, colorbar)
 
 
 def _label_image(ax: plt.Axes, image: Any, xlabel: str, ylabel: str, title: str | None, colorbar: bool) -> plt.Axes:
