@@ -277,3 +277,48 @@ def test_every_explorer_slider_shows_its_whole_label() -> None:
     assert len(found) >= 10, f"expected the explorers' sliders, found {len(found)}"
     cut = [s.description for s in found if s.style.description_width != "initial"]
     assert not cut, f"these sliders' labels can be cut off: {cut}"
+
+
+def test_explorers_draw_one_at_a_time_when_events_arrive_in_threads() -> None:
+    """JupyterLab delivers widget events to kernel subshells (threads): two slider moves can
+    redraw at once. Matplotlib's maths-text parser breaks when two figures with log axes are
+    drawn together (without the lock in utils.widgets.show_in, nearly every draw here fails)."""
+    import io
+    import threading
+
+    import matplotlib.pyplot as plt
+
+    from utils import widgets as course_widgets
+    from utils.attention.explorer import draw_layer_costs
+
+    class FakeOutput:  # the Output widget's interface that show_in uses
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def clear_output(self, wait: bool = False) -> None:
+            pass
+
+    errors: list[str] = []
+
+    def draw(n: int):
+        fig, _ = draw_layer_costs(n, 512, 3)
+        fig.savefig(io.BytesIO(), format="png")  # render the tick labels, as display() does
+        return fig
+
+    def slider_events(first: int) -> None:
+        for n in range(first, first + 4):
+            try:
+                course_widgets.show_in(FakeOutput(), lambda n=n: draw(n))
+            except Exception as err:  # noqa: BLE001 - every failure is the finding
+                errors.append(repr(err)[:80])
+
+    threads = [threading.Thread(target=slider_events, args=(10 * k + 3,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert plt.get_fignums() == [], "show_in must close the figures it shows"

@@ -6,6 +6,7 @@ is the NumPy reference.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Sequence
 
 import matplotlib.pyplot as plt
@@ -17,6 +18,30 @@ from .grading import to_numpy
 FULL_LABEL = {"description_width": "initial"}
 
 WeightsFn = Callable[[np.ndarray, np.ndarray, float], Any]
+
+# One drawing at a time in this process. JupyterLab (4.4 and later, with ipykernel 7)
+# hands widget events to kernel subshells, so two slider moves can run their callbacks
+# at the same moment in two threads; Matplotlib is not thread-safe (two figures drawn at
+# once break its shared maths-text parser: log-axis tick labels then fail to draw).
+_DRAWING = threading.RLock()
+
+
+def show_in(out: Any, draw: Callable[[], Any]) -> None:
+    """Replace what the Output widget ``out`` shows with what ``draw()`` returns (a
+    figure, anything ``display`` takes, or a tuple/list of them), one drawing at a time.
+
+    Every explorer redraws through this. Figures are closed once shown; an error
+    inside ``draw`` appears in ``out``, where the student sees it.
+    """
+    from IPython.display import display
+
+    with _DRAWING, out:
+        out.clear_output(wait=True)
+        shown = draw()
+        for item in shown if isinstance(shown, (list, tuple)) else (shown,):
+            display(item)
+            if isinstance(item, plt.Figure):
+                plt.close(item)
 
 
 def _default_weights(query: np.ndarray, keys: np.ndarray, temperature: float) -> np.ndarray:
@@ -73,7 +98,6 @@ def query_explorer(
     Shapes: keys (Tk, 2). ``weights_fn(query (2,), keys (Tk, 2), temperature) -> (Tk,)``.
     """
     import ipywidgets as w
-    from IPython.display import display
 
     keys = np.asarray(to_numpy(keys), dtype=np.float32)
     span = float(np.abs(keys).max()) * 1.5 + 1e-6
@@ -84,11 +108,7 @@ def query_explorer(
     out = w.Output()
 
     def redraw(*_: Any) -> None:
-        with out:
-            out.clear_output(wait=True)
-            fig, _ = draw_query_weights(np.array([qx.value, qy.value]), keys, temp.value, labels, weights_fn)
-            display(fig)
-            plt.close(fig)
+        show_in(out, lambda: draw_query_weights(np.array([qx.value, qy.value]), keys, temp.value, labels, weights_fn)[0])
 
     for s in (qx, qy, temp):
         s.observe(redraw, names="value")
@@ -102,7 +122,6 @@ def temperature_explorer(scores: Any, labels: Sequence[str] | None = None, softm
     Shapes: scores (Tk,). ``softmax_fn(scores, temperature) -> (Tk,)``.
     """
     import ipywidgets as w
-    from IPython.display import display
 
     from .attention import numpy_ref
 
@@ -112,17 +131,17 @@ def temperature_explorer(scores: Any, labels: Sequence[str] | None = None, softm
     temp = w.FloatLogSlider(value=1.0, base=10, min=-2, max=2, step=0.05, description="temperature", style=FULL_LABEL)
     out = w.Output()
 
+    def draw() -> plt.Figure:
+        probs = np.asarray(to_numpy(fn(scores, temp.value)), dtype=float).reshape(-1)
+        fig, ax = plt.subplots(figsize=(5, 2.6))
+        ax.bar(range(len(probs)), probs)
+        ax.set_xticks(range(len(probs)), labels)
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"softmax(scores / {temp.value:.2f})")
+        return fig
+
     def redraw(*_: Any) -> None:
-        with out:
-            out.clear_output(wait=True)
-            probs = np.asarray(to_numpy(fn(scores, temp.value)), dtype=float).reshape(-1)
-            fig, ax = plt.subplots(figsize=(5, 2.6))
-            ax.bar(range(len(probs)), probs)
-            ax.set_xticks(range(len(probs)), labels)
-            ax.set_ylim(0, 1.05)
-            ax.set_title(f"softmax(scores / {temp.value:.2f})")
-            display(fig)
-            plt.close(fig)
+        show_in(out, draw)
 
     temp.observe(redraw, names="value")
     redraw()

@@ -10,7 +10,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..widgets import FULL_LABEL
+from ..widgets import FULL_LABEL, show_in
 from .costs import LAYER_TYPES, conv_path_length, costs_table, layer_costs
 
 __all__ = ["draw_layer_costs", "layer_cost_explorer"]
@@ -60,7 +60,7 @@ def layer_cost_explorer(n: int = 64, d: int = 512, k: int = 3):
     Shapes: n, d, k ints (the starting values).
     """
     import ipywidgets as w
-    from IPython.display import Markdown, display
+    from IPython.display import Markdown
 
     layer_costs(n, d, k)  # check the starting values before building anything
     n_slider = w.IntSlider(value=n, min=2, max=8192, description="sequence length n", style=FULL_LABEL)
@@ -69,12 +69,8 @@ def layer_cost_explorer(n: int = 64, d: int = 512, k: int = 3):
     out = w.Output()
 
     def redraw(*_: Any) -> None:
-        with out:
-            out.clear_output(wait=True)
-            display(Markdown(costs_table(n_slider.value, d_slider.value, k_slider.value)))
-            fig, _ = draw_layer_costs(n_slider.value, d_slider.value, k_slider.value)
-            display(fig)
-            plt.close(fig)
+        n, d, k = n_slider.value, d_slider.value, k_slider.value
+        show_in(out, lambda: (Markdown(costs_table(n, d, k)), draw_layer_costs(n, d, k)[0]))
 
     for s in (n_slider, d_slider, k_slider):
         s.observe(redraw, names="value")

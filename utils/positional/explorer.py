@@ -12,7 +12,7 @@ import numpy as np
 
 from ..grading import to_numpy
 from ..plots import encoding_waves
-from ..widgets import FULL_LABEL
+from ..widgets import FULL_LABEL, show_in
 
 
 def draw_encoding(encoding: Any, dim: int, offset: int, position: int = 10) -> tuple[plt.Figure, dict]:
@@ -53,20 +53,17 @@ def encoding_explorer(encoding: Any, position: int = 10):
     Shapes: encoding (T, D).
     """
     import ipywidgets as w
-    from IPython.display import display
 
     pe = np.asarray(to_numpy(encoding), dtype=float)
     t, d = pe.shape
-    dim = w.IntSlider(value=0, min=0, max=d - 1, description="dimension", style=FULL_LABEL)
+    # Dimensions 2i and 2i + 1 are one sin/cos pair and draw the same waves: step by pairs,
+    # so that every move of the slider shows a new wavelength.
+    dim = w.IntSlider(value=0, min=0, max=d - 2, step=2, description="dimension pair", style=FULL_LABEL)
     offset = w.IntSlider(value=1, min=-position, max=t - 1 - position, description="offset k", style=FULL_LABEL)
     out = w.Output()
 
     def redraw(*_: Any) -> None:
-        with out:
-            out.clear_output(wait=True)
-            fig, _ = draw_encoding(pe, dim.value, offset.value, position)
-            display(fig)
-            plt.close(fig)
+        show_in(out, lambda: draw_encoding(pe, dim.value, offset.value, position)[0])
 
     for s in (dim, offset):
         s.observe(redraw, names="value")

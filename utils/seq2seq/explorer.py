@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ..grading import to_numpy
-from ..widgets import FULL_LABEL
+from ..widgets import FULL_LABEL, show_in
 
 __all__ = ["draw_decode_step", "decode_stepper"]
 
@@ -52,7 +52,6 @@ def decode_stepper(source: Sequence[str], output: Sequence[str], weights: Any):
     Shapes: source Ts tokens, output To tokens, weights (To, Ts).
     """
     import ipywidgets as widgets
-    from IPython.display import display
 
     slider = widgets.IntSlider(value=0, min=0, max=len(output) - 1, description="output step", style=FULL_LABEL)
     play = widgets.Play(value=0, min=0, max=len(output) - 1, interval=900)
@@ -60,11 +59,7 @@ def decode_stepper(source: Sequence[str], output: Sequence[str], weights: Any):
     out = widgets.Output()
 
     def redraw(*_: Any) -> None:
-        with out:
-            out.clear_output(wait=True)
-            fig = draw_decode_step(source, output, weights, slider.value)
-            display(fig)
-            plt.close(fig)
+        show_in(out, lambda: draw_decode_step(source, output, weights, slider.value))
 
     slider.observe(redraw, names="value")
     redraw()

@@ -13,7 +13,7 @@ import numpy as np
 
 from utils.grading import to_numpy
 from utils.plots import attention_heatmap
-from utils.widgets import FULL_LABEL
+from utils.widgets import FULL_LABEL, show_in
 
 __all__ = ["KINDS", "attention_to_numpy", "plot_attention_grid", "attention_explorer"]
 
@@ -80,7 +80,6 @@ def attention_explorer(attention: Mapping[str, Sequence[Any]], src_tokens: Seque
     Shapes: attention[kind] L x (B, H, Tq, Tk); src_tokens / tgt_tokens one label list per example.
     """
     import ipywidgets as widgets
-    from IPython.display import display
 
     att = attention_to_numpy(attention)
     b, h = att["cross"][0].shape[:2]
@@ -98,13 +97,9 @@ def attention_explorer(attention: Mapping[str, Sequence[Any]], src_tokens: Seque
         layer.max = max(len(layers) - 1, 0)
         w = layers[min(layer.value, len(layers) - 1)][example.value, head.value]  # (Tq, Tk)
         x_labels, y_labels = _labels(kind.value, src_tokens[example.value], tgt_tokens[example.value])
-        with out:
-            out.clear_output(wait=True)
-            ax = attention_heatmap(w, list(x_labels)[: w.shape[1]], list(y_labels)[: w.shape[0]],
-                                   title=f"{kind.value}, layer {layer.value}, head {head.value}",
-                                   xlabel=KINDS[kind.value][0], ylabel=KINDS[kind.value][1])
-            display(ax.figure)  # plt.show(figure) is no API: under Agg it raised inside the widget
-            plt.close(ax.figure)
+        show_in(out, lambda: attention_heatmap(w, list(x_labels)[: w.shape[1]], list(y_labels)[: w.shape[0]],
+                                               title=f"{kind.value}, layer {layer.value}, head {head.value}",
+                                               xlabel=KINDS[kind.value][0], ylabel=KINDS[kind.value][1]).figure)
 
     for control in (kind, layer, head, example):
         control.observe(draw, names="value")
