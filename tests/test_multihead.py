@@ -116,6 +116,42 @@ def test_causal_and_padding_masks() -> None:
     np.testing.assert_array_equal(p[:, 0, 0], np.array([[1, 1, 1, 0], [1, 0, 0, 0]], bool))
 
 
+def test_local_window_mask_by_hand() -> None:
+    """Luong's local window: query t keeps the keys j with |j - p_t| <= D, nothing else."""
+    # local-m, p_t = t, D = 1 on 4 keys: a band of width 3, cut at the edges
+    band = ref.local_window_mask(np.arange(3), 4, 1)
+    np.testing.assert_array_equal(band, np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1]], bool))
+    # a fractional centre (local-p) keeps the integers within D of it: 2.5 +- 1 -> keys 2, 3
+    per_example = ref.local_window_mask(np.array([[0.0, 2.5], [4.0, 4.0]]), 5, 1)
+    assert per_example.shape == (2, 1, 2, 5), "a (B, Tq) centre array gives a mask broadcastable to (B, H, Tq, Tk)"
+    np.testing.assert_array_equal(per_example[0, 0], np.array([[1, 1, 0, 0, 0], [0, 0, 1, 1, 0]], bool))
+    np.testing.assert_array_equal(per_example[1, 0], np.array([[0, 0, 0, 1, 1]] * 2, bool))
+    # D = 0 keeps exactly the centre; a window as wide as the keys keeps everything (global attention)
+    np.testing.assert_array_equal(ref.local_window_mask(np.array([2, 0]), 3, 0), np.array([[0, 0, 1], [1, 0, 0]], bool))
+    assert ref.local_window_mask(np.array([0, 6]), 7, 6).all()
+    # it is a course keep-mask: softmax puts zero weight outside the window
+    scores = np.random.default_rng(3).normal(size=(3, 4))
+    w = ref.masked_softmax(scores, band)
+    assert np.abs(w[~band]).max() == 0.0 and np.allclose(w.sum(-1), 1.0)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: ref.local_window_mask(np.array([0, 4]), 4, 1), "centers"),  # centre 4 is off keys 0..3
+        (lambda: ref.local_window_mask(np.array([-1.0]), 4, 1), "centers"),
+        (lambda: ref.local_window_mask(np.array([np.nan]), 4, 1), "centers"),
+        (lambda: ref.local_window_mask(np.zeros((1, 1, 2)), 4, 1), "centers"),
+        (lambda: ref.local_window_mask(np.array([0, 1]), 4, -1), "half_width"),
+        (lambda: ref.local_window_mask(np.array([0, 1]), 4, 1.5), "half_width"),
+        (lambda: ref.local_window_mask(np.array([0]), 0, 1), "num_keys"),
+    ],
+)
+def test_local_window_mask_rejects_bad_input(call, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
 @pytest.mark.parametrize(
     "call, message",
     [
@@ -470,6 +506,20 @@ def test_torch_and_keras_agree_with_copied_weights(torch_side, keras_side) -> No
     kout, kw = km(x, y, y, mask=keep)
     np.testing.assert_allclose(tout.numpy(), ops.convert_to_numpy(kout), atol=ATOL)
     np.testing.assert_allclose(tw.numpy(), ops.convert_to_numpy(kw), atol=ATOL)
+
+
+@pytest.mark.parametrize("centers", [np.arange(4), np.array([[0.0, 1.5, 3.0, 6.0], [2.0, 2.0, 2.0, 2.0]])],
+                         ids=["local-m (Tq,)", "local-p (B, Tq)"])
+def test_local_window_mask_twins_equal_reference(torch_side, keras_side, centers) -> None:
+    torch, TI = torch_side
+    _, ops, K = keras_side
+    expected = ref.local_window_mask(centers, 7, 2)
+    np.testing.assert_array_equal(TI.local_window_mask(torch.tensor(centers), 7, 2).numpy(), expected)
+    np.testing.assert_array_equal(ops.convert_to_numpy(K.local_window_mask(ops.convert_to_tensor(centers), 7, 2)),
+                                  expected)
+    for impl, c in ((TI, torch.tensor([0, 7])), (K, ops.convert_to_tensor([0, 7]))):
+        with pytest.raises(ValueError, match="centers"):
+            impl.local_window_mask(c, 7, 2)
 
 
 # ---------------------------------------------------------------- benchmark

@@ -84,6 +84,81 @@ def test_twins_give_the_same_logits_weights_and_decodes(kind: str) -> None:
     )
 
 
+def _monotonic_window(src: np.ndarray, steps: int, half_width: int) -> np.ndarray:
+    """Luong's local-m window, its centre moving from the first to the last real token of each source."""
+    lengths = (src != 0).sum(1)  # (B,)
+    centers = np.rint(np.arange(steps)[None] * (lengths[:, None] - 1) / (steps - 1)).astype(np.int64)  # (B, steps)
+    return numpy_ref.local_window_mask(centers, src.shape[1], half_width)  # (B, 1, steps, Ts)
+
+
+@pytest.mark.parametrize("kind", ["additive", "general"])
+def test_decode_with_a_local_window(kind: str) -> None:
+    """The twins agree under a window; nothing outside it gets weight; a window over everything is global."""
+    tm, km = _pair(kind)
+    src, _ = _batch()
+    window = _monotonic_window(src, 6, 1)
+    t_tok, t_w = T.greedy_decode(tm, src, 6, attention_mask=window)
+    k_tok, k_w = K.greedy_decode(km, src, 6, attention_mask=window)
+    assert (t_tok == k_tok).all() and np.abs(t_w - k_w).max() < 1e-5, "the twins disagree under a local window"
+    assert np.abs(t_w[~window[:, 0]]).max() == 0.0, "weight fell outside the window"
+    np.testing.assert_allclose(t_w.sum(-1), 1.0, atol=1e-6)
+    g_tok, g_w = T.greedy_decode(tm, src, 6)
+    assert np.abs(t_w - g_w).max() > 1e-3, "a 3-key window should change the weights of a 7-key source"
+    wide = _monotonic_window(src, 6, 6)  # every window covers the whole source
+    for impl, model in ((T, tm), (K, km)):
+        w_tok, w_w = impl.greedy_decode(model, src, 6, attention_mask=wide)
+        assert (w_tok == g_tok).all() and np.abs(w_w - g_w).max() < 1e-5, f"{impl.__name__}: a full window is global"
+    # one mask for the whole batch, (max_len, Ts), broadcasts too
+    b_tok, _ = T.greedy_decode(tm, src, 6, attention_mask=np.ones((6, 7), dtype=bool))
+    assert (b_tok == g_tok).all()
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_decode_attention_mask_rejects_bad_input(impl) -> None:
+    src, _ = _batch()
+    if impl is T:
+        torch.manual_seed(0)
+    model = impl.Seq2Seq(13, 9, 8, 6, "additive", 5)
+    with pytest.raises(ValueError, match="attention_mask: expected a boolean"):
+        impl.greedy_decode(model, src, 6, attention_mask=np.ones((4, 1, 6, 7)))
+    with pytest.raises(ValueError, match=r"attention_mask: expected a shape broadcastable to \(B, 1, max_len, Ts\)"):
+        impl.greedy_decode(model, src, 6, attention_mask=np.ones((4, 1, 5, 7), dtype=bool))
+    with pytest.raises(ValueError, match="attention_mask: this model has no attention"):
+        impl.greedy_decode(impl.Seq2Seq(13, 9, 8, 6, "none"), src, 6, attention_mask=np.ones((6, 7), dtype=bool))
+    if impl is K:  # a Keras encoder has no weights to swap before its first call
+        with pytest.raises(ValueError, match="encoder: expected a built encoder"):
+            K.swap_directions(K.Seq2Seq(13, 9, 8, 6).encoder)
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_swapped_directions_read_the_reversed_source_into_the_same_summary(impl) -> None:
+    """Bidirectional encoder: swap the two GRUs and reverse the source, and the summary is the old one, halves swapped."""
+    tm, km = _pair("none")
+    model = tm if impl is T else km
+    src, _ = _batch()
+    lengths = (src != 0).sum(1)
+    rev = np.zeros_like(src)
+    for b, n in enumerate(lengths):
+        rev[b, :n] = src[b, :n][::-1]  # the real tokens reversed, padding still at the end
+    as_in = torch.as_tensor if impl is T else np.asarray
+
+    def encode(x):
+        memory, summary, _ = model.encode(as_in(x))
+        return np.asarray(memory.detach() if impl is T else memory), np.asarray(summary.detach() if impl is T else summary)
+
+    memory, summary = encode(src)
+    h = summary.shape[1] // 2
+    impl.swap_directions(model.encoder)
+    r_memory, r_summary = encode(rev)
+    np.testing.assert_allclose(r_summary, np.concatenate([summary[:, h:], summary[:, :h]], 1), atol=1e-5)
+    for b, n in enumerate(lengths):  # position j of the reversed source is position n-1-j of the source
+        flipped = memory[b, :n][::-1]
+        np.testing.assert_allclose(r_memory[b, :n], np.concatenate([flipped[:, h:], flipped[:, :h]], 1), atol=1e-5)
+    assert np.abs(encode(src)[1] - summary).max() > 1e-3, "after the swap the forward source should read differently"
+    impl.swap_directions(model.encoder)
+    np.testing.assert_array_equal(encode(src)[1], summary)  # swapping twice restores the encoder
+
+
 def test_padding_changes_nothing_and_gets_no_attention() -> None:
     """A source padded with extra zeros encodes and decodes exactly as without them."""
     tm, _ = _pair("additive")

@@ -230,6 +230,30 @@ def test_attention_panels_share_one_scale_and_one_colour_bar() -> None:
         plots.attention_heatmap(sharp, vmax=0)
 
 
+def test_mask_outline_draws_the_border_of_the_kept_cells() -> None:
+    import matplotlib.pyplot as plt
+
+    cases = {
+        "one cell": (np.array([[0, 0], [0, 1]], bool), 4),
+        "a 2 x 2 block": (np.ones((2, 2), bool), 8),  # the inner edges are not drawn
+        "a band": (R.local_window_mask(np.arange(3), 3, 0), 12),  # three separate cells
+        "nothing kept": (np.zeros((2, 3), bool), 0),
+    }
+    for name, (mask, edges) in cases.items():
+        ax = plots.attention_heatmap(mask.astype(float))
+        plots.mask_outline(mask, ax)
+        segments = ax.collections[-1].get_segments()
+        assert len(segments) == edges, f"{name}: expected {edges} edges, got {len(segments)}"
+        plt.close(ax.figure)
+    ax = plots.attention_heatmap(np.ones((2, 2)))
+    plots.mask_outline(np.array([[0, 0], [0, 1]], bool), ax)
+    corners = {tuple(p) for seg in ax.collections[-1].get_segments() for p in seg}
+    assert corners == {(0.5, 0.5), (1.5, 0.5), (0.5, 1.5), (1.5, 1.5)}, "cell (1, 1) spans 0.5..1.5 on both axes"
+    with pytest.raises(ValueError, match="mask: expected a \\(Tq, Tk\\) boolean"):
+        plots.mask_outline(np.ones((2, 2)), ax)
+    plt.close(ax.figure)
+
+
 def test_training_curves_label_the_y_axis() -> None:
     import matplotlib.pyplot as plt
 

@@ -117,6 +117,35 @@ def attention_panels(
     return axes
 
 
+def mask_outline(mask: Any, ax: plt.Axes, color: str = "white", linewidth: float = 1.5) -> plt.Axes:
+    """Draw the border of a keep-mask's True cells over a heatmap of the same shape.
+
+    Use it on an ``attention_heatmap`` / ``attention_panels`` axis to show where
+    attention was allowed (a local window, a causal triangle): weights inside the
+    line may be non-zero, weights outside must be zero.
+    Shapes: mask (Tq, Tk) bool, the shape of the heatmap on ``ax``.
+    """
+    from matplotlib.collections import LineCollection
+
+    m = np.asarray(to_numpy(mask))
+    if m.ndim != 2 or m.dtype != bool:
+        raise ValueError(f"mask: expected a (Tq, Tk) boolean keep-mask, got shape {m.shape} dtype {m.dtype}")
+    keep = np.pad(m, 1)  # keep[i + 1, j + 1] is m[i, j]; False all around
+    segments = []
+    for i, j in zip(*np.nonzero(m)):  # an edge of a kept cell is drawn where its neighbour is not kept
+        y0, y1, x0, x1 = i - 0.5, i + 0.5, j - 0.5, j + 0.5  # the cell's corners in imshow coordinates
+        if not keep[i, j + 1]:
+            segments.append([(x0, y0), (x1, y0)])  # above
+        if not keep[i + 2, j + 1]:
+            segments.append([(x0, y1), (x1, y1)])  # below
+        if not keep[i + 1, j]:
+            segments.append([(x0, y0), (x0, y1)])  # left
+        if not keep[i + 1, j + 2]:
+            segments.append([(x1, y0), (x1, y1)])  # right
+    ax.add_collection(LineCollection(segments, colors=color, linewidths=linewidth))
+    return ax
+
+
 def training_curves(
     history: Mapping[str, Sequence[float]],
     ax: plt.Axes | None = None,

@@ -32,6 +32,22 @@ def check_lengths(lengths: Any, max_len: int) -> None:
         raise ValueError(f"lengths: expected values in 0..max_len={max_len}, got min {arr.min()} max {arr.max()}")
 
 
+def check_window(centers: Any, num_keys: int, half_width: int) -> None:
+    """centers (Tq,) or (B, Tq), finite, in 0..num_keys-1; half_width an int >= 0."""
+    check_positive_int("num_keys", num_keys)
+    if isinstance(half_width, bool) or not hasattr(half_width, "__index__") or int(half_width) < 0:
+        raise ValueError(f"half_width: expected an int >= 0 (the window is centre +- half_width), got {half_width!r}")
+    shape = shape_of(centers)
+    if len(shape) not in (1, 2):
+        raise ValueError(f"centers: expected (Tq,) or (B, Tq) one centre per query, got shape {shape}")
+    arr = np.asarray(centers, dtype=float)
+    if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0 and arr.max() <= num_keys - 1):
+        raise ValueError(
+            f"centers: expected positions in 0..num_keys-1={num_keys - 1} (a centre off the keys leaves a window "
+            f"with nothing to attend to), got min {arr.min()} max {arr.max()}"
+        )
+
+
 def check_heads(name: str, x: Any, num_heads: int) -> tuple:
     """x (B, T, D) with D divisible by num_heads."""
     check_positive_int("num_heads", num_heads)

@@ -31,6 +31,7 @@ __all__ = [
     "AdditiveAttention",
     "causal_mask",
     "padding_mask",
+    "local_window_mask",
     "split_heads",
     "merge_heads",
     "multi_head_attention",
@@ -206,6 +207,25 @@ def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
     _mha_checks.check_lengths(ops.convert_to_numpy(lengths), max_len)
     keep = ops.arange(max_len)[None, :] < ops.cast(lengths, "int32")[:, None]  # (B, Tk)
     return keep[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def local_window_mask(centers: Tensor, num_keys: int, half_width: int) -> Tensor:
+    """Keep-mask of Luong et al.'s local attention: query t sees only keys j with |j - p_t| <= D.
+
+    ``centers`` holds the aligned source position p_t of every query (local-m:
+    p_t = t; local-p: a position the network predicts, possibly fractional);
+    ``half_width`` is D, so a window holds up to 2D + 1 keys. A window wider
+    than the keys is global attention.
+    Shapes: centers (Tq,) -> (Tq, Tk); centers (B, Tq) -> (B, 1, Tq, Tk),
+    broadcastable to (B, H, Tq, Tk); Tk = num_keys. True = may attend.
+    """
+    c = ops.convert_to_tensor(centers)
+    _mha_checks.check_window(ops.convert_to_numpy(c), num_keys, half_width)
+    if not keras.backend.is_float_dtype(c.dtype):
+        c = ops.cast(c, "float32")  # integers are exact in float32
+    keys = ops.arange(num_keys, dtype=c.dtype)  # (Tk,)
+    keep = ops.abs(keys - ops.expand_dims(c, -1)) <= half_width  # (..., Tq, Tk)
+    return keep if len(keep.shape) == 2 else ops.expand_dims(keep, 1)  # (Tq, Tk) or (B, 1, Tq, Tk)
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:

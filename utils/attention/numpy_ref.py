@@ -20,6 +20,7 @@ __all__ = [
     "additive_attention",
     "causal_mask",
     "padding_mask",
+    "local_window_mask",
     "split_heads",
     "merge_heads",
     "multi_head_attention",
@@ -160,6 +161,23 @@ def padding_mask(lengths: np.ndarray, max_len: int) -> np.ndarray:
     _mha_checks.check_lengths(lengths, max_len)
     keep = np.arange(max_len)[None, :] < lengths[:, None]  # (B, Tk)
     return keep[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def local_window_mask(centers: np.ndarray, num_keys: int, half_width: int) -> np.ndarray:
+    """Keep-mask of Luong et al.'s local attention: query t sees only keys j with |j - p_t| <= D.
+
+    ``centers`` holds the aligned source position p_t of every query (local-m:
+    p_t = t; local-p: a position the network predicts, possibly fractional);
+    ``half_width`` is D, so a window holds up to 2D + 1 keys. A window wider
+    than the keys is global attention.
+    Shapes: centers (Tq,) -> (Tq, Tk); centers (B, Tq) -> (B, 1, Tq, Tk),
+    broadcastable to (B, H, Tq, Tk); Tk = num_keys. True = may attend.
+    """
+    _mha_checks.check_window(centers, num_keys, half_width)
+    c = np.asarray(centers)
+    c = c if np.issubdtype(c.dtype, np.floating) else c.astype(np.float32)  # integers are exact in float32
+    keep = np.abs(np.arange(num_keys, dtype=c.dtype) - c[..., None]) <= half_width  # (..., Tq, Tk)
+    return keep if keep.ndim == 2 else keep[:, None]  # (Tq, Tk) or (B, 1, Tq, Tk)
 
 
 def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:

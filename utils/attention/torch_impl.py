@@ -24,6 +24,7 @@ __all__ = [
     "AdditiveAttention",
     "causal_mask",
     "padding_mask",
+    "local_window_mask",
     "split_heads",
     "merge_heads",
     "multi_head_attention",
@@ -191,6 +192,24 @@ def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     _mha_checks.check_lengths(lengths.cpu(), max_len)
     keep = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, Tk)
     return keep[:, None, None, :]  # (B, 1, 1, Tk)
+
+
+def local_window_mask(centers: torch.Tensor, num_keys: int, half_width: int) -> torch.Tensor:
+    """Keep-mask of Luong et al.'s local attention: query t sees only keys j with |j - p_t| <= D.
+
+    ``centers`` holds the aligned source position p_t of every query (local-m:
+    p_t = t; local-p: a position the network predicts, possibly fractional);
+    ``half_width`` is D, so a window holds up to 2D + 1 keys. A window wider
+    than the keys is global attention.
+    Shapes: centers (Tq,) -> (Tq, Tk); centers (B, Tq) -> (B, 1, Tq, Tk),
+    broadcastable to (B, H, Tq, Tk); Tk = num_keys. True = may attend.
+    """
+    c = torch.as_tensor(centers)
+    _mha_checks.check_window(c.cpu(), num_keys, half_width)
+    c = c if c.is_floating_point() else c.to(torch.float32)  # integers are exact in float32
+    keys = torch.arange(num_keys, device=c.device, dtype=c.dtype)  # (Tk,)
+    keep = (keys - c[..., None]).abs() <= half_width  # (..., Tq, Tk)
+    return keep if keep.dim() == 2 else keep[:, None]  # (Tq, Tk) or (B, 1, Tq, Tk)
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

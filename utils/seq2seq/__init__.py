@@ -27,4 +27,10 @@ The model (Bahdanau, Cho and Bengio, 2014, with a GRU):
 Scores: ``"additive"`` ``v^T tanh(W_q s + W_k h)`` (Bahdanau), ``"dot"``
 ``s.h / sqrt(De)`` (needs Hd = De) and ``"general"`` ``s.(W h) / sqrt(Hd)``
 (Luong, Pham and Manning, 2015, scaled as in the Transformer).
+
+``greedy_decode(..., attention_mask=)`` narrows where each output step may look,
+e.g. to Luong et al.'s local window (``local_window_mask`` in ``utils.attention``'s
+twins). ``swap_directions`` exchanges the encoder's two GRUs: with it, reversing
+the source (Sutskever et al., 2014) is shown to be a relabelling for a
+bidirectional encoder.
 """

@@ -23,9 +23,11 @@ from keras import ops  # noqa: E402
 
 from ..attention import _checks  # noqa: E402
 from ..attention import keras_impl as attn  # noqa: E402
+from . import _checks as _s2s_checks  # noqa: E402
 
 __all__ = [
     "Encoder",
+    "swap_directions",
     "DecoderAttention",
     "Decoder",
     "Seq2Seq",
@@ -91,6 +93,24 @@ class Encoder(keras.layers.Layer):
 
     def compute_mask(self, *args: Any, **kwargs: Any) -> None:
         return None
+
+
+def swap_directions(encoder: Encoder) -> None:
+    """Exchange the weights of the encoder GRU's two directions, in place (call again to undo).
+
+    The forward GRU then does what the backward one did and vice versa, so the
+    encoder reads a reversed source into the summary it gave the source, halves
+    exchanged: for a bidirectional encoder, reversing the source (Sutskever et
+    al., 2014) is a relabelling of its two directions, not new information.
+    Shapes: encoder(src (B, Ts)) summary (B, 2H) = [fwd; bwd]; after the swap
+    encoder(reversed src) summary = [bwd; fwd] of the original.
+    """
+    if not encoder.built:
+        raise ValueError("encoder: expected a built encoder (call it once), got one without weights yet")
+    fwd, bwd = encoder.rnn.forward_layer, encoder.rnn.backward_layer
+    old_fwd = fwd.get_weights()
+    fwd.set_weights(bwd.get_weights())
+    bwd.set_weights(old_fwd)
 
 
 class DecoderAttention(keras.layers.Layer):
@@ -335,15 +355,25 @@ def train_seq2seq(
 
 
 def greedy_decode(
-    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512
+    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512,
+    attention_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Feed back the model's own most likely token, step by step (no teacher forcing).
 
     After <eos> a sequence emits padding (0). Returns NumPy ids and the
     attention weights of every step (None without attention).
-    Shapes: src (B, Ts) -> tokens (B, max_len), weights (B, max_len, Ts) or None.
+    ``attention_mask`` (optional) narrows where each output step may look, on top
+    of the padding mask: a boolean keep-mask (True = may attend), e.g. the local
+    window of ``utils.attention``'s ``local_window_mask``. A step whose row keeps
+    no real token gets all-zero weights and a zero context.
+    Shapes: src (B, Ts), attention_mask broadcastable to (B, 1, max_len, Ts)
+    -> tokens (B, max_len), weights (B, max_len, Ts) or None.
     """
     _check_ids("src", src, "(B, Ts)")
+    if attention_mask is not None:
+        if model.attention_kind == "none":
+            raise ValueError("attention_mask: this model has no attention (attention='none') to mask")
+        attention_mask = _s2s_checks.decode_mask(attention_mask, len(src), max_len, _checks.shape_of(src)[1])
     src = np.asarray(src)
     all_tokens, all_weights = [], []
     for start in range(0, len(src), batch_size):
@@ -354,8 +384,11 @@ def greedy_decode(
         y = ops.full((len(s),), bos_id, dtype="int32")
         done = np.zeros(len(s), dtype=bool)
         tokens, weights = [], []
-        for _ in range(max_len):
-            logits, state, w = dec.step(y, state, memory, keys, summary, mask)
+        for i in range(max_len):
+            step_mask = mask
+            if attention_mask is not None:  # (b, Ts): padding and the caller's mask for this step
+                step_mask = ops.logical_and(mask, attention_mask[start: start + batch_size, i])
+            logits, state, w = dec.step(y, state, memory, keys, summary, step_mask)
             y = ops.cast(ops.argmax(logits, axis=-1), "int32")  # (B,)
             y_np = np.asarray(ops.convert_to_numpy(y))
             tokens.append(np.where(done, 0, y_np))

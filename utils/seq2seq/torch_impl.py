@@ -15,9 +15,11 @@ from torch import nn
 
 from ..attention import _checks
 from ..attention import torch_impl as attn
+from . import _checks as _s2s_checks
 
 __all__ = [
     "Encoder",
+    "swap_directions",
     "DecoderAttention",
     "Decoder",
     "Seq2Seq",
@@ -65,6 +67,24 @@ class Encoder(nn.Module):
         out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, Ts, 2H)
         summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, 2H)
         return out, summary
+
+
+def swap_directions(encoder: Encoder) -> None:
+    """Exchange the weights of the encoder GRU's two directions, in place (call again to undo).
+
+    The forward GRU then does what the backward one did and vice versa, so the
+    encoder reads a reversed source into the summary it gave the source, halves
+    exchanged: for a bidirectional encoder, reversing the source (Sutskever et
+    al., 2014) is a relabelling of its two directions, not new information.
+    Shapes: encoder(src (B, Ts)) summary (B, 2H) = [fwd; bwd]; after the swap
+    encoder(reversed src) summary = [bwd; fwd] of the original.
+    """
+    with torch.no_grad():
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            fwd, bwd = getattr(encoder.rnn, f"{name}_l0"), getattr(encoder.rnn, f"{name}_l0_reverse")
+            old_fwd = fwd.clone()
+            fwd.copy_(bwd)
+            bwd.copy_(old_fwd)
 
 
 class DecoderAttention(nn.Module):
@@ -296,15 +316,25 @@ def train_seq2seq(
 
 @torch.no_grad()
 def greedy_decode(
-    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512
+    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512,
+    attention_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Feed back the model's own most likely token, step by step (no teacher forcing).
 
     After <eos> a sequence emits padding (0). Returns NumPy ids and the
     attention weights of every step (None without attention).
-    Shapes: src (B, Ts) -> tokens (B, max_len), weights (B, max_len, Ts) or None.
+    ``attention_mask`` (optional) narrows where each output step may look, on top
+    of the padding mask: a boolean keep-mask (True = may attend), e.g. the local
+    window of ``utils.attention``'s ``local_window_mask``. A step whose row keeps
+    no real token gets all-zero weights and a zero context.
+    Shapes: src (B, Ts), attention_mask broadcastable to (B, 1, max_len, Ts)
+    -> tokens (B, max_len), weights (B, max_len, Ts) or None.
     """
     _check_ids("src", src, "(B, Ts)")
+    if attention_mask is not None:
+        if model.attention_kind == "none":
+            raise ValueError("attention_mask: this model has no attention (attention='none') to mask")
+        attention_mask = _s2s_checks.decode_mask(attention_mask, len(src), max_len, _checks.shape_of(src)[1])
     model.eval()
     device = next(model.parameters()).device
     all_tokens, all_weights = [], []
@@ -316,8 +346,11 @@ def greedy_decode(
         y = torch.full((s.shape[0],), bos_id, dtype=torch.long, device=device)
         done = torch.zeros(s.shape[0], dtype=torch.bool, device=device)
         tokens, weights = [], []
-        for _ in range(max_len):
-            logits, state, w = dec.step(y, state, memory, keys, summary, mask)
+        for i in range(max_len):
+            step_mask = mask
+            if attention_mask is not None:  # (b, Ts): padding and the caller's mask for this step
+                step_mask = mask & torch.as_tensor(attention_mask[start: start + batch_size, i], device=device)
+            logits, state, w = dec.step(y, state, memory, keys, summary, step_mask)
             y = logits.argmax(dim=-1)  # (B,)
             tokens.append(torch.where(done, torch.zeros_like(y), y))
             done = done | (y == eos_id)
