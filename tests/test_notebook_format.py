@@ -35,6 +35,45 @@ def test_notebook_is_in_committed_form(path) -> None:
     )
 
 
+_ORDERED_MARKER = re.compile(r"^(\s*)\d+[.)](\s|$)")
+
+
+def stray_list_markers(markdown: str) -> list[str]:
+    """Lines a renderer would turn into a numbered list by accident: a wrapped line that
+    starts with a number and a full stop ("... in section\n2. Introduces"), where the
+    paragraph or list item it continues is not itself a numbered list at that indent."""
+    found, markers, fenced = [], [], False
+    lines = markdown.split("\n")
+    for i, line in enumerate(lines):
+        if line.strip().startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue
+        if not line.strip():
+            markers = []
+            continue
+        m = _ORDERED_MARKER.match(line)
+        if m and i > 0 and lines[i - 1].strip() and len(m.group(1)) not in markers:
+            found.append(f"{lines[i - 1].strip()[-40:]!r} / {line.strip()[:40]!r}")
+        if m:
+            markers.append(len(m.group(1)))
+    return found
+
+
+def test_stray_list_markers_are_found() -> None:
+    assert stray_list_markers("the model in section\n  2.\nmore") == ["'the model in section' / '2.'"]
+    assert stray_list_markers("Steps:\n\n1. one\n   more of one\n2. two") == []
+    assert stray_list_markers("in 2014.\nA sentence") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(sync.ROOT)) for p in NOTEBOOKS])
+def test_markdown_has_no_accidental_numbered_list(path) -> None:
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    bad = {i: stray_list_markers("".join(c["source"])) for i, c in enumerate(raw["cells"]) if c["cell_type"] == "markdown"}
+    bad = {i: found for i, found in bad.items() if found}
+    assert not bad, f"{path.name}: a wrapped line starts with 'N.', which renders as a numbered list (cell: lines): {bad}"
+
+
 def test_colab_cell_installs_without_touching_frameworks() -> None:
     import tomllib
 
