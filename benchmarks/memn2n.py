@@ -102,7 +102,7 @@ def run_task(
     framework: str, arrays: dict, vocab_size: int, slots: int, args: argparse.Namespace, seed: int
 ) -> tuple[float, float, float]:
     """Train one model; return (best validation error, test error, training error) in [0, 1]."""
-    from utils.memory._training import TrainConfig
+    from utils.memory.training import TrainConfig
 
     cfg = TrainConfig(epochs=args.epochs, linear_epochs=args.linear_epochs, optimizer=args.optimizer,
                       lr=args.lr, seed=seed)

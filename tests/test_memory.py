@@ -11,7 +11,7 @@ import pytest
 
 from utils.data import babi
 from utils.memory import numpy_ref as ref
-from utils.memory._training import TrainConfig, schedule
+from utils.memory.training import TrainConfig, schedule
 
 torch = pytest.importorskip("torch")
 from utils.memory import torch_impl as pt  # noqa: E402

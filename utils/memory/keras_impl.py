@@ -23,7 +23,7 @@ import numpy as np  # noqa: E402
 
 from . import _checks  # noqa: E402
 from .numpy_ref import PE_SCALE  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
-from ._training import TrainConfig, batches, history_template, schedule, trim  # noqa: E402
+from .training import TrainConfig, batches, history_template, schedule, trim  # noqa: E402
 
 __all__ = [
     "position_encoding",

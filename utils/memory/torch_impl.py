@@ -17,7 +17,7 @@ from utils.attention.torch_impl import masked_softmax
 
 from . import _checks
 from .numpy_ref import PE_SCALE  # the authors' code weighs words by twice the paper's l_kj
-from ._training import TrainConfig, batches, history_template, schedule, trim
+from .training import TrainConfig, batches, history_template, schedule, trim
 
 __all__ = [
     "position_encoding",
