@@ -16,6 +16,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from .checks import to_numpy  # noqa: F401  (kept here: tests and notebooks import it from grading)
+
 __all__ = [
     "GradingError",
     "to_numpy",
@@ -36,16 +38,6 @@ class GradingError(AssertionError):
     """A failed check; its message is what the student reads in the feedback."""
 
 
-def to_numpy(x: Any) -> np.ndarray:
-    """Convert a NumPy array, torch tensor, TF/Keras tensor or nested list to NumPy."""
-    if hasattr(x, "detach"):  # torch
-        x = x.detach().cpu()
-        if str(x.dtype) == "torch.bfloat16":
-            x = x.float()
-        return x.numpy()
-    if hasattr(x, "numpy") and not isinstance(x, np.ndarray):  # TensorFlow eager / Keras
-        return np.asarray(x.numpy())
-    return np.asarray(x)
 
 
 def _fmt_shape(shape: Sequence) -> str:

@@ -12,7 +12,7 @@ import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .grading import to_numpy
+from .checks import check_positive_int, to_numpy
 
 
 def attention_heatmap(
@@ -308,8 +308,7 @@ def _image_grid(image: Any, patch_size: int, name: str = "image") -> tuple[np.nd
     img = np.asarray(to_numpy(image), dtype=float)
     if img.ndim != 3:
         raise ValueError(f"{name}: expected (H, W, C), got shape {img.shape}")
-    if isinstance(patch_size, bool) or not isinstance(patch_size, int) or patch_size < 1:
-        raise ValueError(f"patch_size: expected a positive int, got {patch_size!r}")
+    check_positive_int("patch_size", patch_size)
     if img.shape[0] % patch_size or img.shape[1] % patch_size:
         raise ValueError(f"{name}: expected height and width divisible by patch_size={patch_size}, got {img.shape[:2]}")
     return img, img.shape[0] // patch_size, img.shape[1] // patch_size

@@ -12,7 +12,7 @@ from typing import Any, Callable, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .grading import to_numpy
+from .checks import to_numpy
 
 # Slider style: the label gets the width it needs ("temperature", not "temperat...").
 FULL_LABEL = {"description_width": "initial"}

@@ -31,7 +31,7 @@ Shapes: n sequence length, d model width, k kernel width (all plain ints).
 """
 from __future__ import annotations
 
-from ._mha_checks import check_positive_int
+from ..checks import check_positive_int
 
 __all__ = ["LAYER_TYPES", "conv_path_length", "layer_costs", "costs_table"]
 

@@ -18,7 +18,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from . import _checks, _mha_checks  # noqa: E402
+from .. import checks  # noqa: E402
 
 __all__ = [
     "masked_softmax",
@@ -49,8 +49,8 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, temperature: floa
     A row whose every position is masked gets all zeros (not NaN).
     Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk).
     """
-    _checks.check_temperature(temperature)
-    _checks.check_mask(mask, _checks.shape_of(scores))
+    checks.check_temperature(temperature)
+    checks.check_mask(mask, checks.shape_of(scores))
     scores = ops.convert_to_tensor(scores) / temperature
     if mask is None:
         return ops.softmax(scores, axis=-1)
@@ -68,10 +68,10 @@ def dot_scores(queries: Tensor, keys: Tensor, scale: bool = True) -> Tensor:
 
     Shapes: queries (..., Tq, D), keys (..., Tk, D) -> (..., Tq, Tk).
     """
-    _checks.check_queries_keys(queries, keys)
+    checks.check_queries_keys(queries, keys)
     scores = ops.matmul(queries, ops.swapaxes(keys, -1, -2))  # (..., Tq, Tk)
     if scale:
-        scores = scores / math.sqrt(_checks.shape_of(queries)[-1])
+        scores = scores / math.sqrt(checks.shape_of(queries)[-1])
     return scores
 
 
@@ -81,8 +81,8 @@ def additive_scores(queries: Tensor, keys: Tensor, W_q: Tensor, W_k: Tensor, w_v
     Shapes: queries (..., Tq, D), keys (..., Tk, Dk), W_q (D, A), W_k (Dk, A),
     w_v (A,) -> (..., Tq, Tk).
     """
-    q, k = _checks.check_queries_keys(queries, keys, same_width=False)
-    _checks.check_additive_weights(q, k, W_q, W_k, w_v)
+    q, k = checks.check_queries_keys(queries, keys, same_width=False)
+    checks.check_additive_weights(q, k, W_q, W_k, w_v)
     q_proj = ops.expand_dims(ops.matmul(queries, W_q), -2)  # (..., Tq, 1, A)
     k_proj = ops.expand_dims(ops.matmul(keys, W_k), -3)  # (..., 1, Tk, A)
     return ops.tensordot(ops.tanh(q_proj + k_proj), w_v, axes=1)  # (..., Tq, Tk)
@@ -102,8 +102,8 @@ def attend(weights: Tensor, values: Tensor) -> Tensor:
 
     Shapes: weights (..., Tq, Tk), values (..., Tk, Dv) -> (..., Tq, Dv).
     """
-    w = _checks.shape_of(weights)
-    v = _checks.shape_of(values)
+    w = checks.shape_of(weights)
+    v = checks.shape_of(values)
     if len(v) < 2 or v[-2] != w[-1]:
         raise ValueError(f"values: expected (..., Tk, Dv) with Tk={w[-1]} from weights {w}, got {v}")
     return ops.matmul(weights, values)
@@ -121,8 +121,8 @@ def scaled_dot_product_attention(
     Shapes: queries (..., Tq, D), keys (..., Tk, D), values (..., Tk, Dv)
     -> output (..., Tq, Dv), weights (..., Tq, Tk).
     """
-    _, k = _checks.check_queries_keys(queries, keys)
-    _checks.check_values(values, k)
+    _, k = checks.check_queries_keys(queries, keys)
+    checks.check_values(values, k)
     weights = masked_softmax(dot_scores(queries, keys), mask, temperature)  # (..., Tq, Tk)
     return attend(weights, values), weights
 
@@ -141,8 +141,8 @@ def additive_attention(
     Shapes: queries (..., Tq, D), keys (..., Tk, Dk), values (..., Tk, Dv)
     -> output (..., Tq, Dv), weights (..., Tq, Tk).
     """
-    _, k = _checks.check_queries_keys(queries, keys, same_width=False)
-    _checks.check_values(values, k)
+    _, k = checks.check_queries_keys(queries, keys, same_width=False)
+    checks.check_values(values, k)
     weights = masked_softmax(additive_scores(queries, keys, W_q, W_k, w_v), mask)
     return attend(weights, values), weights
 
@@ -191,8 +191,8 @@ def causal_mask(num_queries: int, num_keys: int | None = None) -> Tensor:
     Shapes: -> (Tq, Tk), True = may attend.
     """
     num_keys = num_queries if num_keys is None else num_keys
-    _mha_checks.check_positive_int("num_queries", num_queries)
-    _mha_checks.check_positive_int("num_keys", num_keys)
+    checks.check_positive_int("num_queries", num_queries)
+    checks.check_positive_int("num_keys", num_keys)
     rows = ops.arange(num_queries)[:, None]  # (Tq, 1)
     cols = ops.arange(num_keys)[None, :]  # (1, Tk)
     return cols <= rows + (num_keys - num_queries)  # (Tq, Tk)
@@ -204,7 +204,7 @@ def padding_mask(lengths: Tensor, max_len: int) -> Tensor:
     Shapes: lengths (B,) -> (B, 1, 1, Tk=max_len), broadcastable to (B, H, Tq, Tk).
     """
     lengths = ops.convert_to_tensor(lengths)
-    _mha_checks.check_lengths(ops.convert_to_numpy(lengths), max_len)
+    checks.check_lengths(ops.convert_to_numpy(lengths), max_len)
     keep = ops.arange(max_len)[None, :] < ops.cast(lengths, "int32")[:, None]  # (B, Tk)
     return keep[:, None, None, :]  # (B, 1, 1, Tk)
 
@@ -220,7 +220,7 @@ def local_window_mask(centers: Tensor, num_keys: int, half_width: int) -> Tensor
     broadcastable to (B, H, Tq, Tk); Tk = num_keys. True = may attend.
     """
     c = ops.convert_to_tensor(centers)
-    _mha_checks.check_window(ops.convert_to_numpy(c), num_keys, half_width)
+    checks.check_window(ops.convert_to_numpy(c), num_keys, half_width)
     if not keras.backend.is_float_dtype(c.dtype):
         c = ops.cast(c, "float32")  # integers are exact in float32
     keys = ops.arange(num_keys, dtype=c.dtype)  # (Tk,)
@@ -233,7 +233,7 @@ def split_heads(x: Tensor, num_heads: int) -> Tensor:
 
     Shapes: x (B, T, D) -> (B, H, T, Dh) with Dh = D / H.
     """
-    _, _, d = _mha_checks.check_heads("x", x, num_heads)
+    _, _, d = checks.check_heads("x", x, num_heads)
     x = ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], num_heads, d // num_heads))  # (B, T, H, Dh)
     return ops.transpose(x, (0, 2, 1, 3))  # (B, H, T, Dh)
 
@@ -243,7 +243,7 @@ def merge_heads(x: Tensor) -> Tensor:
 
     Shapes: x (B, H, T, Dh) -> (B, T, H * Dh).
     """
-    _, h, _, dh = _checks.check_rank("x", x, 4, "(B, H, T, Dh)")
+    _, h, _, dh = checks.check_rank("x", x, 4, "(B, H, T, Dh)")
     x = ops.transpose(x, (0, 2, 1, 3))  # (B, T, H, Dh)
     return ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], h * dh))  # (B, T, D)
 
@@ -266,7 +266,7 @@ def _attention_core(
     dropout: float,
     seed: Any = None,
 ) -> tuple[Tensor, Tensor]:
-    d = _checks.shape_of(queries)[-1]
+    d = checks.shape_of(queries)[-1]
     if queries is keys and keys is values:  # self-attention: one matmul for q, k and v
         q, k, v = ops.split(_project(queries, w_qkv, b_qkv), 3, axis=-1)  # 3 x (B, T, D)
     else:  # cross-attention: project each input with its third of the weights
@@ -309,9 +309,9 @@ def multi_head_attention(
     w_qkv (D, 3D), b_qkv (3D,), w_o (D, D), b_o (D,), mask broadcastable to
     (B, H, Tq, Tk) -> output (B, Tq, D), weights (B, H, Tq, Tk).
     """
-    _mha_checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
-    q, k = _checks.shape_of(queries), _checks.shape_of(keys)
-    _checks.check_mask(mask, (q[0], num_heads, q[1], k[1]))
+    checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
+    q, k = checks.shape_of(queries), checks.shape_of(keys)
+    checks.check_mask(mask, (q[0], num_heads, q[1], k[1]))
     return _attention_core(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads, mask, 0.0)
 
 
@@ -338,8 +338,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _mha_checks.check_positive_int("d_model", d_model)
-        _mha_checks.check_positive_int("num_heads", num_heads)
+        checks.check_positive_int("d_model", d_model)
+        checks.check_positive_int("num_heads", num_heads)
         if d_model % num_heads:
             raise ValueError(f"num_heads: expected a divisor of d_model={d_model}, got {num_heads}")
         if not 0.0 <= dropout < 1.0:
@@ -361,9 +361,9 @@ class MultiHeadAttention(keras.layers.Layer):
         mask: Tensor | None = None,
         training: bool | None = None,
     ) -> tuple[Tensor, Tensor]:
-        _mha_checks.check_mha_inputs(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads)
-        q, k = _checks.shape_of(queries), _checks.shape_of(keys)
-        _checks.check_mask(mask, (q[0], self.num_heads, q[1], k[1]))
+        checks.check_mha_inputs(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads)
+        q, k = checks.shape_of(queries), checks.shape_of(keys)
+        checks.check_mask(mask, (q[0], self.num_heads, q[1], k[1]))
         p = self.dropout if training else 0.0
         return _attention_core(
             queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads, mask, p, self._seed

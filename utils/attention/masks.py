@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import shape_of
+from ..checks import shape_of
 
 __all__ = [
     "to_torch_attn_mask",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _checks, _mha_checks
+from .. import checks
 
 __all__ = [
     "masked_softmax",
@@ -36,8 +36,8 @@ def masked_softmax(scores: np.ndarray, mask: np.ndarray | None = None, temperatu
     scores = np.asarray(scores)
     if not np.issubdtype(scores.dtype, np.floating):
         scores = scores.astype(np.float64)
-    _checks.check_temperature(temperature)
-    _checks.check_mask(mask, scores.shape)
+    checks.check_temperature(temperature)
+    checks.check_mask(mask, scores.shape)
     scores = scores / temperature
     if mask is not None:
         scores = np.where(mask, scores, -np.inf)
@@ -53,7 +53,7 @@ def dot_scores(queries: np.ndarray, keys: np.ndarray, scale: bool = True) -> np.
 
     Shapes: queries (..., Tq, D), keys (..., Tk, D) -> (..., Tq, Tk).
     """
-    _checks.check_queries_keys(queries, keys)
+    checks.check_queries_keys(queries, keys)
     scores = queries @ np.swapaxes(keys, -1, -2)  # (..., Tq, Tk)
     if scale:
         scores = scores / np.sqrt(queries.shape[-1])
@@ -68,8 +68,8 @@ def additive_scores(
     Shapes: queries (..., Tq, D), keys (..., Tk, Dk), W_q (D, A), W_k (Dk, A),
     w_v (A,) -> (..., Tq, Tk).
     """
-    q, k = _checks.check_queries_keys(queries, keys, same_width=False)
-    _checks.check_additive_weights(q, k, W_q, W_k, w_v)
+    q, k = checks.check_queries_keys(queries, keys, same_width=False)
+    checks.check_additive_weights(q, k, W_q, W_k, w_v)
     q_proj = (queries @ W_q)[..., :, None, :]  # (..., Tq, 1, A)
     k_proj = (keys @ W_k)[..., None, :, :]  # (..., 1, Tk, A)
     return np.tanh(q_proj + k_proj) @ w_v  # (..., Tq, Tk)
@@ -89,8 +89,8 @@ def attend(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
 
     Shapes: weights (..., Tq, Tk), values (..., Tk, Dv) -> (..., Tq, Dv).
     """
-    w = _checks.shape_of(weights)
-    v = _checks.shape_of(values)
+    w = checks.shape_of(weights)
+    v = checks.shape_of(values)
     if len(v) < 2 or v[-2] != w[-1]:
         raise ValueError(f"values: expected (..., Tk, Dv) with Tk={w[-1]} from weights {w}, got {v}")
     return weights @ values
@@ -108,8 +108,8 @@ def scaled_dot_product_attention(
     Shapes: queries (..., Tq, D), keys (..., Tk, D), values (..., Tk, Dv)
     -> output (..., Tq, Dv), weights (..., Tq, Tk).
     """
-    _, k = _checks.check_queries_keys(queries, keys)
-    _checks.check_values(values, k)
+    _, k = checks.check_queries_keys(queries, keys)
+    checks.check_values(values, k)
     weights = masked_softmax(dot_scores(queries, keys), mask, temperature)  # (..., Tq, Tk)
     return attend(weights, values), weights
 
@@ -128,8 +128,8 @@ def additive_attention(
     Shapes: queries (..., Tq, D), keys (..., Tk, Dk), values (..., Tk, Dv)
     -> output (..., Tq, Dv), weights (..., Tq, Tk).
     """
-    _, k = _checks.check_queries_keys(queries, keys, same_width=False)
-    _checks.check_values(values, k)
+    _, k = checks.check_queries_keys(queries, keys, same_width=False)
+    checks.check_values(values, k)
     weights = masked_softmax(additive_scores(queries, keys, W_q, W_k, w_v), mask)
     return attend(weights, values), weights
 
@@ -147,8 +147,8 @@ def causal_mask(num_queries: int, num_keys: int | None = None) -> np.ndarray:
     Shapes: -> (Tq, Tk), True = may attend.
     """
     num_keys = num_queries if num_keys is None else num_keys
-    _mha_checks.check_positive_int("num_queries", num_queries)
-    _mha_checks.check_positive_int("num_keys", num_keys)
+    checks.check_positive_int("num_queries", num_queries)
+    checks.check_positive_int("num_keys", num_keys)
     return np.tril(np.ones((num_queries, num_keys), dtype=bool), k=num_keys - num_queries)
 
 
@@ -158,7 +158,7 @@ def padding_mask(lengths: np.ndarray, max_len: int) -> np.ndarray:
     Shapes: lengths (B,) -> (B, 1, 1, Tk=max_len), broadcastable to (B, H, Tq, Tk).
     """
     lengths = np.asarray(lengths)
-    _mha_checks.check_lengths(lengths, max_len)
+    checks.check_lengths(lengths, max_len)
     keep = np.arange(max_len)[None, :] < lengths[:, None]  # (B, Tk)
     return keep[:, None, None, :]  # (B, 1, 1, Tk)
 
@@ -173,7 +173,7 @@ def local_window_mask(centers: np.ndarray, num_keys: int, half_width: int) -> np
     Shapes: centers (Tq,) -> (Tq, Tk); centers (B, Tq) -> (B, 1, Tq, Tk),
     broadcastable to (B, H, Tq, Tk); Tk = num_keys. True = may attend.
     """
-    _mha_checks.check_window(centers, num_keys, half_width)
+    checks.check_window(centers, num_keys, half_width)
     c = np.asarray(centers)
     c = c if np.issubdtype(c.dtype, np.floating) else c.astype(np.float32)  # integers are exact in float32
     keep = np.abs(np.arange(num_keys, dtype=c.dtype) - c[..., None]) <= half_width  # (..., Tq, Tk)
@@ -185,7 +185,7 @@ def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:
 
     Shapes: x (B, T, D) -> (B, H, T, Dh) with Dh = D / H.
     """
-    b, t, d = _mha_checks.check_heads("x", x, num_heads)
+    b, t, d = checks.check_heads("x", x, num_heads)
     return x.reshape(b, t, num_heads, d // num_heads).transpose(0, 2, 1, 3)  # (B, H, T, Dh)
 
 
@@ -194,7 +194,7 @@ def merge_heads(x: np.ndarray) -> np.ndarray:
 
     Shapes: x (B, H, T, Dh) -> (B, T, H * Dh).
     """
-    b, h, t, dh = _checks.check_rank("x", x, 4, "(B, H, T, Dh)")
+    b, h, t, dh = checks.check_rank("x", x, 4, "(B, H, T, Dh)")
     return x.transpose(0, 2, 1, 3).reshape(b, t, h * dh)  # (B, T, D)
 
 
@@ -218,7 +218,7 @@ def multi_head_attention(
     w_qkv (D, 3D), b_qkv (3D,), w_o (D, D), b_o (D,), mask broadcastable to
     (B, H, Tq, Tk) -> output (B, Tq, D), weights (B, H, Tq, Tk).
     """
-    d = _mha_checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
+    d = checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
     b_qkv = np.zeros(3 * d, dtype=w_qkv.dtype) if b_qkv is None else b_qkv
     q = queries @ w_qkv[:, :d] + b_qkv[:d]  # (B, Tq, D)
     k = keys @ w_qkv[:, d : 2 * d] + b_qkv[d : 2 * d]  # (B, Tk, D)

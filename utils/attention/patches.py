@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._mha_checks import check_positive_int
+from ..checks import check_positive_int
 
 __all__ = ["patchify", "unpatchify"]
 

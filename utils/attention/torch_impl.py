@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-from . import _checks, _mha_checks
+from .. import checks
 
 __all__ = [
     "masked_softmax",
@@ -40,8 +40,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, tempe
     A row whose every position is masked gets all zeros (not NaN).
     Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk).
     """
-    _checks.check_temperature(temperature)
-    _checks.check_mask(mask, scores.shape)
+    checks.check_temperature(temperature)
+    checks.check_mask(mask, scores.shape)
     scores = scores / temperature
     if mask is None:
         return torch.softmax(scores, dim=-1)
@@ -58,7 +58,7 @@ def dot_scores(queries: torch.Tensor, keys: torch.Tensor, scale: bool = True) ->
 
     Shapes: queries (..., Tq, D), keys (..., Tk, D) -> (..., Tq, Tk).
     """
-    _checks.check_queries_keys(queries, keys)
+    checks.check_queries_keys(queries, keys)
     scores = queries @ keys.transpose(-1, -2)  # (..., Tq, Tk)
     if scale:
         scores = scores / math.sqrt(queries.shape[-1])
@@ -73,8 +73,8 @@ def additive_scores(
     Shapes: queries (..., Tq, D), keys (..., Tk, Dk), W_q (D, A), W_k (Dk, A),
     w_v (A,) -> (..., Tq, Tk).
     """
-    q, k = _checks.check_queries_keys(queries, keys, same_width=False)
-    _checks.check_additive_weights(q, k, W_q, W_k, w_v)
+    q, k = checks.check_queries_keys(queries, keys, same_width=False)
+    checks.check_additive_weights(q, k, W_q, W_k, w_v)
     q_proj = (queries @ W_q).unsqueeze(-2)  # (..., Tq, 1, A)
     k_proj = (keys @ W_k).unsqueeze(-3)  # (..., 1, Tk, A)
     return torch.tanh(q_proj + k_proj) @ w_v  # (..., Tq, Tk)
@@ -94,8 +94,8 @@ def attend(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
 
     Shapes: weights (..., Tq, Tk), values (..., Tk, Dv) -> (..., Tq, Dv).
     """
-    w = _checks.shape_of(weights)
-    v = _checks.shape_of(values)
+    w = checks.shape_of(weights)
+    v = checks.shape_of(values)
     if len(v) < 2 or v[-2] != w[-1]:
         raise ValueError(f"values: expected (..., Tk, Dv) with Tk={w[-1]} from weights {w}, got {v}")
     return weights @ values
@@ -113,8 +113,8 @@ def scaled_dot_product_attention(
     Shapes: queries (..., Tq, D), keys (..., Tk, D), values (..., Tk, Dv)
     -> output (..., Tq, Dv), weights (..., Tq, Tk).
     """
-    _, k = _checks.check_queries_keys(queries, keys)
-    _checks.check_values(values, k)
+    _, k = checks.check_queries_keys(queries, keys)
+    checks.check_values(values, k)
     weights = masked_softmax(dot_scores(queries, keys), mask, temperature)  # (..., Tq, Tk)
     return attend(weights, values), weights
 
@@ -133,8 +133,8 @@ def additive_attention(
     Shapes: queries (..., Tq, D), keys (..., Tk, Dk), values (..., Tk, Dv)
     -> output (..., Tq, Dv), weights (..., Tq, Tk).
     """
-    _, k = _checks.check_queries_keys(queries, keys, same_width=False)
-    _checks.check_values(values, k)
+    _, k = checks.check_queries_keys(queries, keys, same_width=False)
+    checks.check_values(values, k)
     weights = masked_softmax(additive_scores(queries, keys, W_q, W_k, w_v), mask)
     return attend(weights, values), weights
 
@@ -178,8 +178,8 @@ def causal_mask(num_queries: int, num_keys: int | None = None) -> torch.Tensor:
     Shapes: -> (Tq, Tk), True = may attend.
     """
     num_keys = num_queries if num_keys is None else num_keys
-    _mha_checks.check_positive_int("num_queries", num_queries)
-    _mha_checks.check_positive_int("num_keys", num_keys)
+    checks.check_positive_int("num_queries", num_queries)
+    checks.check_positive_int("num_keys", num_keys)
     return torch.ones(num_queries, num_keys, dtype=torch.bool).tril(diagonal=num_keys - num_queries)
 
 
@@ -189,7 +189,7 @@ def padding_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     Shapes: lengths (B,) -> (B, 1, 1, Tk=max_len), broadcastable to (B, H, Tq, Tk).
     """
     lengths = torch.as_tensor(lengths)
-    _mha_checks.check_lengths(lengths.cpu(), max_len)
+    checks.check_lengths(lengths.cpu(), max_len)
     keep = torch.arange(max_len, device=lengths.device)[None, :] < lengths[:, None]  # (B, Tk)
     return keep[:, None, None, :]  # (B, 1, 1, Tk)
 
@@ -205,7 +205,7 @@ def local_window_mask(centers: torch.Tensor, num_keys: int, half_width: int) -> 
     broadcastable to (B, H, Tq, Tk); Tk = num_keys. True = may attend.
     """
     c = torch.as_tensor(centers)
-    _mha_checks.check_window(c.cpu(), num_keys, half_width)
+    checks.check_window(c.cpu(), num_keys, half_width)
     c = c if c.is_floating_point() else c.to(torch.float32)  # integers are exact in float32
     keys = torch.arange(num_keys, device=c.device, dtype=c.dtype)  # (Tk,)
     keep = (keys - c[..., None]).abs() <= half_width  # (..., Tq, Tk)
@@ -217,7 +217,7 @@ def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
 
     Shapes: x (B, T, D) -> (B, H, T, Dh) with Dh = D / H.
     """
-    b, t, d = _mha_checks.check_heads("x", x, num_heads)
+    b, t, d = checks.check_heads("x", x, num_heads)
     return x.reshape(b, t, num_heads, d // num_heads).transpose(1, 2)  # (B, H, T, Dh)
 
 
@@ -226,7 +226,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
     Shapes: x (B, H, T, Dh) -> (B, T, H * Dh).
     """
-    b, h, t, dh = _checks.check_rank("x", x, 4, "(B, H, T, Dh)")
+    b, h, t, dh = checks.check_rank("x", x, 4, "(B, H, T, Dh)")
     return x.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, D)
 
 
@@ -299,9 +299,9 @@ def multi_head_attention(
     w_qkv (D, 3D), b_qkv (3D,), w_o (D, D), b_o (D,), mask broadcastable to
     (B, H, Tq, Tk) -> output (B, Tq, D), weights (B, H, Tq, Tk).
     """
-    _mha_checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
+    checks.check_mha_inputs(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads)
     q, k = queries.shape, keys.shape
-    _checks.check_mask(mask, (q[0], num_heads, q[1], k[1]))
+    checks.check_mask(mask, (q[0], num_heads, q[1], k[1]))
     return _attention_core(queries, keys, values, w_qkv, b_qkv, w_o, b_o, num_heads, mask, 0.0)
 
 
@@ -318,8 +318,8 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        _mha_checks.check_positive_int("d_model", d_model)
-        _mha_checks.check_positive_int("num_heads", num_heads)
+        checks.check_positive_int("d_model", d_model)
+        checks.check_positive_int("num_heads", num_heads)
         if d_model % num_heads:
             raise ValueError(f"num_heads: expected a divisor of d_model={d_model}, got {num_heads}")
         if not 0.0 <= dropout < 1.0:
@@ -342,9 +342,9 @@ class MultiHeadAttention(nn.Module):
         mask: torch.Tensor | None = None,
         training: bool | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        _mha_checks.check_mha_inputs(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads)
+        checks.check_mha_inputs(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads)
         q, k = queries.shape, keys.shape
-        _checks.check_mask(mask, (q[0], self.num_heads, q[1], k[1]))
+        checks.check_mask(mask, (q[0], self.num_heads, q[1], k[1]))
         training = self.training if training is None else training
         p = self.dropout if training else 0.0
         return _attention_core(queries, keys, values, self.w_qkv, self.b_qkv, self.w_o, self.b_o, self.num_heads, mask, p)

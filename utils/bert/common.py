@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from utils.transformer.common import _check_attention_sizes, _positive_int
+from utils.checks import check_attention_sizes, check_positive_int
 
 __all__ = [
     "BertConfig",
@@ -69,8 +69,8 @@ class BertConfig:
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "num_heads", "d_ff", "num_layers", "max_len", "type_vocab_size"):
-            _positive_int(name, getattr(self, name))
-        _check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
+            check_positive_int(name, getattr(self, name))
+        check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
         if not 0 <= self.pad_id < self.vocab_size:
             raise ValueError(f"pad_id: expected an id in [0, vocab_size={self.vocab_size}), got {self.pad_id!r}")
 
@@ -109,7 +109,7 @@ def encode_texts(
     that says how many were cut. Rows are padded with ``pad_id`` to the longest row.
     Shapes: texts (B,) -> {"token_ids": (B, T), "segment_ids": (B, T), "padding_mask": (B, T) bool}, T <= max_len.
     """
-    _positive_int("max_len", max_len)
+    check_positive_int("max_len", max_len)
     if isinstance(texts, str):
         raise ValueError("texts: expected a list of strings, got one string (wrap it in a list)")
     texts = list(texts)
@@ -155,7 +155,7 @@ def warmup_linear_decay(step: int | np.ndarray, total_steps: int, warmup_steps: 
     Steps count from 1 (the first update uses peak_lr / warmup_steps).
     Shapes: step scalar or (N,) -> the same shape.
     """
-    _positive_int("total_steps", total_steps)
+    check_positive_int("total_steps", total_steps)
     if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, (int, np.integer)) or not 0 <= warmup_steps <= total_steps:
         raise ValueError(f"warmup_steps: expected an int in [0, total_steps={total_steps}], got {warmup_steps!r}")
     if not peak_lr > 0:
@@ -176,7 +176,7 @@ def check_mlm_args(shape: tuple, mask_id: int, vocab_size: int, special_ids: Seq
     """
     if len(shape) != 2:
         raise ValueError(f"token_ids: expected (B, T), got shape {tuple(shape)}")
-    _positive_int("vocab_size", vocab_size)
+    check_positive_int("vocab_size", vocab_size)
     if not 0 <= int(mask_id) < vocab_size:
         raise ValueError(f"mask_id: expected an id in [0, vocab_size={vocab_size}), got {mask_id!r}")
     if not 0.0 < float(mlm_probability) < 1.0:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from utils.attention._checks import shape_of
+from utils.checks import shape_of
 
 __all__ = [
     "shape_of",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..attention._checks import shape_of
+from ..checks import check_positive_int, shape_of
 
 
 def check_width(name: str, d_model: Any) -> int:
@@ -14,9 +14,7 @@ def check_width(name: str, d_model: Any) -> int:
 
 
 def check_length(name: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    return value
+    return check_positive_int(name, value)
 
 
 def check_base(base: Any) -> float:

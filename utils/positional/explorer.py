@@ -10,7 +10,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..grading import to_numpy
+from ..checks import to_numpy
 from ..plots import encoding_waves
 from ..widgets import FULL_LABEL, show_in
 

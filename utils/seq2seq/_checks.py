@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..grading import to_numpy
+from ..checks import to_numpy
 
 
 def decode_mask(attention_mask: Any, batch_size: int, max_len: int, num_keys: int) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ..grading import to_numpy
+from ..checks import to_numpy
 from ..widgets import FULL_LABEL, show_in
 
 __all__ = ["draw_decode_step", "decode_stepper"]

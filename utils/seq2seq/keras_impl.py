@@ -21,7 +21,7 @@ prepare_tensorflow_env()
 import keras  # noqa: E402
 from keras import ops  # noqa: E402
 
-from ..attention import _checks  # noqa: E402
+from .. import checks  # noqa: E402
 from ..attention import keras_impl as attn  # noqa: E402
 from . import _checks as _s2s_checks  # noqa: E402
 
@@ -41,7 +41,7 @@ Tensor = Any
 
 
 def _check_ids(name: str, ids: Tensor, layout: str = "(B, T)") -> None:
-    shape = _checks.shape_of(ids)
+    shape = checks.shape_of(ids)
     if len(shape) != 2:
         raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
 
@@ -163,8 +163,8 @@ class DecoderAttention(keras.layers.Layer):
         keys: Tensor | None = None,
         mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
-        q = _checks.check_rank("query", query, 2, "(B, Dq)")
-        m = _checks.check_rank("memory", memory, 3, "(B, Ts, De)")
+        q = checks.check_rank("query", query, 2, "(B, Dq)")
+        m = checks.check_rank("memory", memory, 3, "(B, Ts, De)")
         if q[-1] != self.d_query or m[-1] != self.d_key or not (q[0] is None or m[0] is None or q[0] == m[0]):
             raise ValueError(
                 f"query, memory: expected (B, {self.d_query}) and (B, Ts, {self.d_key}), got {q} and {m}"
@@ -243,7 +243,7 @@ class Decoder(keras.layers.Layer):
         state = self.initial_state(summary)
         keys = self.project_keys(memory)
         logits, weights = [], []
-        for i in range(_checks.shape_of(tgt_in)[1]):  # teacher forcing: feed the true previous token
+        for i in range(checks.shape_of(tgt_in)[1]):  # teacher forcing: feed the true previous token
             step_logits, state, w = self.step(tgt_in[:, i], state, memory, keys, summary, mask)
             logits.append(step_logits)
             weights.append(w)
@@ -284,7 +284,7 @@ def sequence_loss(logits: Tensor, tgt_out: Tensor) -> Tensor:
 
     Shapes: logits (B, Tt, V), tgt_out (B, Tt) ids with 0 = padding -> scalar.
     """
-    ls, ts = _checks.shape_of(logits), _checks.shape_of(tgt_out)
+    ls, ts = checks.shape_of(logits), checks.shape_of(tgt_out)
     if ls[:2] != ts:
         raise ValueError(f"tgt_out: expected (B, Tt) = {ls[:2]} from logits {ls}, got {ts}")
     per_token = keras.losses.sparse_categorical_crossentropy(tgt_out, logits, from_logits=True)  # (B, Tt)
@@ -373,7 +373,7 @@ def greedy_decode(
     if attention_mask is not None:
         if model.attention_kind == "none":
             raise ValueError("attention_mask: this model has no attention (attention='none') to mask")
-        attention_mask = _s2s_checks.decode_mask(attention_mask, len(src), max_len, _checks.shape_of(src)[1])
+        attention_mask = _s2s_checks.decode_mask(attention_mask, len(src), max_len, checks.shape_of(src)[1])
     src = np.asarray(src)
     all_tokens, all_weights = [], []
     for start in range(0, len(src), batch_size):

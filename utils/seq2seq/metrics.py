@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..grading import to_numpy
+from ..checks import to_numpy
 
 __all__ = ["strip_ids", "exact_match", "exact_match_per_example", "accuracy_by_length"]
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..attention import _checks
+from .. import checks
 from ..attention import torch_impl as attn
 from . import _checks as _s2s_checks
 
@@ -32,7 +32,7 @@ SCORES = ("additive", "dot", "general", "none")  # the values of ``attention`` (
 
 
 def _check_ids(name: str, ids: torch.Tensor, layout: str = "(B, T)") -> None:
-    shape = _checks.shape_of(ids)
+    shape = checks.shape_of(ids)
     if len(shape) != 2:
         raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
 
@@ -135,8 +135,8 @@ class DecoderAttention(nn.Module):
         keys: torch.Tensor | None = None,
         mask: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        q = _checks.check_rank("query", query, 2, "(B, Dq)")
-        m = _checks.check_rank("memory", memory, 3, "(B, Ts, De)")
+        q = checks.check_rank("query", query, 2, "(B, Dq)")
+        m = checks.check_rank("memory", memory, 3, "(B, Ts, De)")
         if q[-1] != self.d_query or m[-1] != self.d_key or q[0] != m[0]:
             raise ValueError(
                 f"query, memory: expected (B, {self.d_query}) and (B, Ts, {self.d_key}), got {q} and {m}"
@@ -334,7 +334,7 @@ def greedy_decode(
     if attention_mask is not None:
         if model.attention_kind == "none":
             raise ValueError("attention_mask: this model has no attention (attention='none') to mask")
-        attention_mask = _s2s_checks.decode_mask(attention_mask, len(src), max_len, _checks.shape_of(src)[1])
+        attention_mask = _s2s_checks.decode_mask(attention_mask, len(src), max_len, checks.shape_of(src)[1])
     model.eval()
     device = next(model.parameters()).device
     all_tokens, all_weights = [], []

@@ -11,31 +11,16 @@ Shapes: B batch, T prefix length, V vocabulary, K beam size.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 from typing import Callable
 
 import numpy as np
 
+from utils.checks import check_attention_sizes, check_positive_int
+
 __all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop"]
 
 PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or int(value) < 1:
-        raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    return int(value)
-
-
-def _check_attention_sizes(d_model: int, num_heads: int, dropout: float, layer_norm_eps: float) -> None:
-    """The checks every attention config shares: heads divide the width, dropout and epsilon in range."""
-    if d_model % num_heads:
-        raise ValueError(f"num_heads: expected a divisor of d_model={d_model}, got {num_heads}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout: expected a probability in [0, 1), got {dropout!r}")
-    if not layer_norm_eps > 0:
-        raise ValueError(f"layer_norm_eps: expected a positive number, got {layer_norm_eps!r}")
 
 
 @dataclass(frozen=True)
@@ -64,12 +49,12 @@ class TransformerConfig:
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         for name in ("num_encoder_layers", "num_decoder_layers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
-        _check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
+        check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -93,8 +78,8 @@ def warmup_schedule(step: int | np.ndarray, d_model: int, warmup_steps: int = 40
     Steps count from 1 (step 0 is treated as step 1).
     Shapes: step scalar or (N,) -> the same shape.
     """
-    _positive_int("d_model", d_model)
-    _positive_int("warmup_steps", warmup_steps)
+    check_positive_int("d_model", d_model)
+    check_positive_int("warmup_steps", warmup_steps)
     if not scale > 0:
         raise ValueError(f"scale: expected a positive number, got {scale!r}")
     s = np.maximum(np.asarray(step, dtype=np.float64), 1.0)
@@ -129,7 +114,7 @@ def greedy_search(next_log_probs: NextLogProbs, batch: int, max_len: int, bos_id
     After <eos> a row emits padding (0).
     Shapes: rows (B,), prefixes (B, T) -> (B, V); returns tokens (B, max_len) without <bos>.
     """
-    _positive_int("max_len", max_len)
+    check_positive_int("max_len", max_len)
     rows = np.arange(batch)
     prefixes = np.full((batch, 1), bos_id, dtype=np.int64)  # (B, 1)
     out = np.zeros((batch, max_len), dtype=np.int64)  # (B, max_len)
@@ -165,8 +150,8 @@ def beam_search_loop(
     max_len the live prefixes count as finished.
     Shapes: returns tokens (B, max_len) (the best hypothesis, <eos> included, then padding) and scores (B,).
     """
-    _positive_int("max_len", max_len)
-    k = _positive_int("beam_size", beam_size)
+    check_positive_int("max_len", max_len)
+    k = check_positive_int("beam_size", beam_size)
     if alpha < 0:
         raise ValueError(f"alpha: expected alpha >= 0, got {alpha!r}")
     prefixes = np.full((batch, k, 1), bos_id, dtype=np.int64)  # (B, K, 1)

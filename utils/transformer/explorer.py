@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from utils.grading import to_numpy
+from utils.checks import to_numpy
 from utils.plots import attention_heatmap
 from utils.widgets import FULL_LABEL, show_in
 

@@ -20,7 +20,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
-from utils.attention import _checks  # noqa: E402
+from utils import checks  # noqa: E402
 from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
@@ -52,7 +52,7 @@ Tensor = Any
 
 
 def _check_ids(name: str, ids: Tensor, layout: str) -> tuple:
-    shape = _checks.shape_of(ids)
+    shape = checks.shape_of(ids)
     if len(shape) != 2:
         raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
     dtype = str(getattr(ids, "dtype", ""))
@@ -394,7 +394,7 @@ def label_smoothing_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.1
     """
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing: expected a number in [0, 1), got {smoothing!r}")
-    ls, ts = _checks.shape_of(logits), _checks.shape_of(targets)
+    ls, ts = checks.shape_of(logits), checks.shape_of(targets)
     if len(ls) != 3 or ls[:2] != ts:
         raise ValueError(f"targets: expected (B, T) = {ls[:2]} from logits {ls} (B, T, V), got {ts}")
     v = ls[-1]

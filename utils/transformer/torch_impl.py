@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from utils.attention import _checks
+from utils import checks
 from utils.attention.torch_impl import MultiHeadAttention, causal_mask
 from utils.positional.torch_impl import SinusoidalEncoding
 
@@ -45,7 +45,7 @@ __all__ = [
 
 
 def _check_ids(name: str, ids: torch.Tensor, layout: str) -> tuple:
-    shape = _checks.shape_of(ids)
+    shape = checks.shape_of(ids)
     if len(shape) != 2:
         raise ValueError(f"{name}: expected token ids {layout}, got shape {shape}")
     if ids.dtype.is_floating_point:
@@ -352,7 +352,7 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing:
     """
     if not 0.0 <= smoothing < 1.0:
         raise ValueError(f"smoothing: expected a number in [0, 1), got {smoothing!r}")
-    ls, ts = _checks.shape_of(logits), _checks.shape_of(targets)
+    ls, ts = checks.shape_of(logits), checks.shape_of(targets)
     if len(ls) != 3 or ls[:2] != ts:
         raise ValueError(f"targets: expected (B, T) = {ls[:2]} from logits {ls} (B, T, V), got {ts}")
     v = ls[-1]
