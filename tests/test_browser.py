@@ -309,13 +309,22 @@ def _tick(driver, boxes, chosen: set[int]) -> None:
     _wait("the tick boxes to show the choice", lambda: [b.is_selected() for b in boxes] == [i in chosen for i in range(len(boxes))], 10, 0.2)
 
 
-def _check_quizzes(driver, notebook: str, lesson: str, fw: str) -> int:
+def _check_quizzes(driver, notebook: str, lesson: str, fw: str, parts: tuple = ("pre", "post")) -> int:
     """Answer the first question of each quiz on the page wrongly, then rightly, using
     ``lesson``'s bank for ``fw`` to know which is which; check feedback and score."""
     bank = quiz.load_bank(lesson)
     quizzes = driver.execute_script(_QUIZZES)
     for box in quizzes:
         part = "pre" if "pre-lesson quiz" in box.find_element("css selector", "h3").text else "post"
+        if part not in parts:
+            continue
+        raw_tex = lambda: driver.execute_script(  # noqa: E731  quiz texts still showing TeX source
+            "return [...arguments[0].querySelectorAll('.widget-htmlmath')].map(e => e.innerText)"
+            ".filter(t => /\\$|\\\\(frac|sqrt|mathrm|text)/.test(t))", box)
+        try:
+            _wait(f"{notebook}: MathJax to typeset the {part}-lesson quiz", lambda: raw_tex() == [], 30)
+        except AssertionError:
+            raise AssertionError(f"{notebook}: quiz text showing raw TeX instead of maths: {raw_tex()[:3]}") from None
         questions = [quiz.shuffled(q, bank.lesson, part) for q in quiz.select_questions(bank, part, fw)]
         first = questions[0]
         ticks = box.find_elements("css selector", "input[type=checkbox]")[: len(first.answers)]
@@ -393,11 +402,13 @@ def test_formgrader_lists_the_course_assignments(browser, lab) -> None:
 
 # A notebook with every fault the checks above look for, to show each one fails.
 _BROKEN_CELLS = [
-    # a quiz whose Check buttons do nothing
-    "from utils import quiz\nbox = quiz.show('01_soft_attention', 'pre', 'pytorch')\n"
-    "for item in box.children[1:-1]:\n"
+    # a quiz whose text shows TeX source, and one whose Check buttons do nothing
+    "from utils import quiz\npre = quiz.show('01_soft_attention', 'pre', 'pytorch')\n"
+    "pre.children[1].children[0].value += ' \\\\frac{1}{2} without delimiters'\n"
+    "post = quiz.show('01_soft_attention', 'post', 'pytorch')\n"
+    "for item in post.children[1:-1]:\n"
     "    item.children[2]._click_handlers.callbacks.clear()\n"
-    "box",
+    "display(pre, post)",
     "import sys\nprint('something went wrong', file=sys.stderr)",
     "import ipywidgets as w\nprint(repr(w.IntSlider(value=3)))",
     # an explorer whose slider does not change its plot
@@ -432,8 +443,10 @@ def test_the_checks_catch_a_broken_notebook(browser, lab) -> None:
         assert any("plain-text widget: IntSlider(" in p for p in problems), problems
         with pytest.raises(AssertionError, match="redraw its plot"):
             _check_explorers(browser, "broken.ipynb", timeout=5)
+        with pytest.raises(AssertionError, match="raw TeX"):
+            _check_quizzes(browser, "broken.ipynb", "01_soft_attention", "pytorch", parts=("pre",))
         with pytest.raises(AssertionError, match="quiz's feedback"):
-            _check_quizzes(browser, "broken.ipynb", "01_soft_attention", "pytorch")
+            _check_quizzes(browser, "broken.ipynb", "01_soft_attention", "pytorch", parts=("post",))
     finally:
         browser.execute_script(
             "const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
