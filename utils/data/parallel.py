@@ -29,6 +29,10 @@ __all__ = [
     "EOS",
     "UNK",
     "SPECIALS",
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
     "tokenize",
     "Vocab",
     "read_parallel",
@@ -39,6 +43,9 @@ __all__ = [
 
 PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)  # ids 0, 1, 2, 3 in every Vocab
+# The one definition of the special token ids, used by every model and metric of lessons 2
+# and 6 (BERT keeps its own tokenizer's ids).
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = (SPECIALS.index(t) for t in (PAD, BOS, EOS, UNK))
 
 _WORD_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 LEVELS = ("word", "char")
@@ -219,7 +226,7 @@ def read_parallel(
     return pairs[:max_pairs] if max_pairs is not None else pairs
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], max_len: int | None = None, pad_id: int = 0) -> np.ndarray:
+def pad_batch(sequences: Sequence[Sequence[int]], max_len: int | None = None, pad_id: int = PAD_ID) -> np.ndarray:
     """Right-pad id lists into one array (longer ones are cut to ``max_len``).
 
     Shapes: B lists -> (B, T) int64 with T = max_len or the longest list.

@@ -22,6 +22,7 @@ import keras  # noqa: E402
 from keras import ops  # noqa: E402
 
 from .. import checks  # noqa: E402
+from ..data.parallel import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from ..attention import keras_impl as attn  # noqa: E402
 from . import _checks as _s2s_checks  # noqa: E402
 
@@ -270,7 +271,7 @@ class Seq2Seq(keras.Model):
         """Shapes: src (B, Ts) -> memory (B, Ts, De), summary (B, De), mask (B, Ts)."""
         _check_ids("src", src, "(B, Ts)")
         src = ops.convert_to_tensor(src, dtype="int32")
-        mask = ops.not_equal(src, 0)  # (B, Ts) keep-mask
+        mask = ops.not_equal(src, PAD_ID)  # (B, Ts) keep-mask
         memory, summary = self.encoder(src, mask)
         return memory, summary, mask
 
@@ -288,7 +289,7 @@ def sequence_loss(logits: Tensor, tgt_out: Tensor) -> Tensor:
     if ls[:2] != ts:
         raise ValueError(f"tgt_out: expected (B, Tt) = {ls[:2]} from logits {ls}, got {ts}")
     per_token = keras.losses.sparse_categorical_crossentropy(tgt_out, logits, from_logits=True)  # (B, Tt)
-    keep = ops.cast(ops.not_equal(tgt_out, 0), per_token.dtype)  # (B, Tt)
+    keep = ops.cast(ops.not_equal(tgt_out, PAD_ID), per_token.dtype)  # (B, Tt)
     return ops.sum(per_token * keep) / ops.maximum(ops.sum(keep), 1.0)
 
 
@@ -355,7 +356,7 @@ def train_seq2seq(
 
 
 def greedy_decode(
-    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512,
+    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID, batch_size: int = 512,
     attention_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Feed back the model's own most likely token, step by step (no teacher forcing).

@@ -10,11 +10,12 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..checks import to_numpy
+from ..data.parallel import EOS_ID, PAD_ID
 
 __all__ = ["strip_ids", "exact_match", "exact_match_per_example", "accuracy_by_length"]
 
 
-def strip_ids(ids: Sequence[int], eos_id: int = 2, pad_id: int = 0) -> tuple[int, ...]:
+def strip_ids(ids: Sequence[int], eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> tuple[int, ...]:
     """The ids up to (not including) the first <eos>, with padding removed."""
     out = []
     for i in ids:
@@ -26,7 +27,7 @@ def strip_ids(ids: Sequence[int], eos_id: int = 2, pad_id: int = 0) -> tuple[int
     return tuple(out)
 
 
-def exact_match_per_example(predicted: Any, target: Any, eos_id: int = 2, pad_id: int = 0) -> np.ndarray:
+def exact_match_per_example(predicted: Any, target: Any, eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> np.ndarray:
     """True where the whole predicted sequence equals the target (up to <eos>).
 
     Shapes: predicted (B, T1), target (B, T2) -> (B,) bool.
@@ -37,7 +38,7 @@ def exact_match_per_example(predicted: Any, target: Any, eos_id: int = 2, pad_id
     return np.array([strip_ids(a, eos_id, pad_id) == strip_ids(b, eos_id, pad_id) for a, b in zip(p, t)])
 
 
-def exact_match(predicted: Any, target: Any, eos_id: int = 2, pad_id: int = 0) -> float:
+def exact_match(predicted: Any, target: Any, eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> float:
     """Fraction of sequences predicted exactly right. Shapes: (B, T1), (B, T2) -> float."""
     return float(exact_match_per_example(predicted, target, eos_id, pad_id).mean())
 

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from .. import checks
+from ..data.parallel import BOS_ID, EOS_ID, PAD_ID
 from ..attention import torch_impl as attn
 from . import _checks as _s2s_checks
 
@@ -236,7 +237,7 @@ class Seq2Seq(nn.Module):
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Shapes: src (B, Ts) -> memory (B, Ts, De), summary (B, De), mask (B, Ts)."""
         _check_ids("src", src, "(B, Ts)")
-        mask = src != 0  # (B, Ts) keep-mask
+        mask = src != PAD_ID  # (B, Ts) keep-mask
         memory, summary = self.encoder(src, mask)
         return memory, summary, mask
 
@@ -253,7 +254,7 @@ def sequence_loss(logits: torch.Tensor, tgt_out: torch.Tensor) -> torch.Tensor:
     if tuple(logits.shape[:2]) != tuple(tgt_out.shape):
         raise ValueError(f"tgt_out: expected (B, Tt) = {tuple(logits.shape[:2])} from logits {tuple(logits.shape)}, "
                          f"got {tuple(tgt_out.shape)}")
-    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=0)
+    return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1), ignore_index=PAD_ID)
 
 
 def train_seq2seq(
@@ -316,7 +317,7 @@ def train_seq2seq(
 
 @torch.no_grad()
 def greedy_decode(
-    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 512,
+    model: Seq2Seq, src: np.ndarray, max_len: int, bos_id: int = BOS_ID, eos_id: int = EOS_ID, batch_size: int = 512,
     attention_mask: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Feed back the model's own most likely token, step by step (no teacher forcing).

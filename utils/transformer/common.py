@@ -17,11 +17,9 @@ from typing import Callable
 import numpy as np
 
 from utils.checks import check_attention_sizes, check_positive_int
+from utils.data.parallel import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop"]
-
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-
 
 @dataclass(frozen=True)
 class TransformerConfig:

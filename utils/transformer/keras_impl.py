@@ -21,6 +21,7 @@ import numpy as np  # noqa: E402
 from keras import ops  # noqa: E402
 
 from utils import checks  # noqa: E402
+from utils.data.parallel import PAD_ID  # noqa: E402
 from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
@@ -241,7 +242,7 @@ class DecoderBlock(keras.layers.Layer):
         return None
 
 
-def source_mask(src: Tensor, pad_id: int = 0) -> Tensor:
+def source_mask(src: Tensor, pad_id: int = PAD_ID) -> Tensor:
     """Keep-mask of the real (non-padding) source tokens, for every query.
 
     Shapes: src (B, Ts) -> (B, 1, 1, Ts).
@@ -250,7 +251,7 @@ def source_mask(src: Tensor, pad_id: int = 0) -> Tensor:
     return ops.not_equal(src, pad_id)[:, None, None, :]  # (B, 1, 1, Ts)
 
 
-def target_mask(tgt: Tensor, pad_id: int = 0) -> Tensor:
+def target_mask(tgt: Tensor, pad_id: int = PAD_ID) -> Tensor:
     """Causal keep-mask (position i sees 0..i) combined with the target's padding.
 
     Shapes: tgt (B, Tt) -> (B, 1, Tt, Tt).
@@ -385,7 +386,7 @@ class Transformer(keras.Model):
         return None
 
 
-def label_smoothing_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.1, pad_id: int = 0) -> Tensor:
+def label_smoothing_loss(logits: Tensor, targets: Tensor, smoothing: float = 0.1, pad_id: int = PAD_ID) -> Tensor:
     """Cross-entropy against a smoothed target: 1 - smoothing on the right token, the rest spread evenly.
 
     The smoothed distribution puts ``smoothing / (V - 1)`` on every other token

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from utils.data.parallel import BOS_ID, EOS_ID, PAD_ID, SPECIALS
+
 __all__ = ["FIRST_SYMBOL", "reverse_task", "sequence_accuracy"]
 
-FIRST_SYMBOL = 4
+FIRST_SYMBOL = len(SPECIALS)  # symbols come after <pad>, <bos>, <eos>, <unk>
 
 
 def reverse_task(
@@ -27,19 +29,19 @@ def reverse_task(
             f"got {n}, {min_len}, {max_len}, {num_symbols}"
         )
     rng = np.random.default_rng(seed)
-    src = np.zeros((n, max_len), dtype=np.int64)  # (N, Ts)
-    tgt_in = np.zeros((n, max_len + 1), dtype=np.int64)  # (N, Tt)
-    tgt_out = np.zeros((n, max_len + 1), dtype=np.int64)  # (N, Tt)
+    src = np.full((n, max_len), PAD_ID, dtype=np.int64)  # (N, Ts)
+    tgt_in = np.full((n, max_len + 1), PAD_ID, dtype=np.int64)  # (N, Tt)
+    tgt_out = np.full((n, max_len + 1), PAD_ID, dtype=np.int64)  # (N, Tt)
     lengths = rng.integers(min_len, max_len + 1, size=n)
     for i, length in enumerate(lengths):
         s = rng.integers(FIRST_SYMBOL, FIRST_SYMBOL + num_symbols, size=length)
         src[i, :length] = s
-        tgt_in[i, 0], tgt_in[i, 1 : length + 1] = 1, s[::-1]
-        tgt_out[i, :length], tgt_out[i, length] = s[::-1], 2
+        tgt_in[i, 0], tgt_in[i, 1 : length + 1] = BOS_ID, s[::-1]
+        tgt_out[i, :length], tgt_out[i, length] = s[::-1], EOS_ID
     return src, tgt_in, tgt_out
 
 
-def sequence_accuracy(predicted: np.ndarray, tgt_out: np.ndarray, eos_id: int = 2) -> float:
+def sequence_accuracy(predicted: np.ndarray, tgt_out: np.ndarray, eos_id: int = EOS_ID) -> float:
     """Fraction of rows whose decoded tokens, up to and including <eos>, equal the target exactly.
 
     Shapes: predicted (N, Tp), tgt_out (N, Tt) -> float in [0, 1].
@@ -50,6 +52,6 @@ def sequence_accuracy(predicted: np.ndarray, tgt_out: np.ndarray, eos_id: int = 
 
     def cut(row: np.ndarray) -> tuple:
         hits = np.flatnonzero(row == eos_id)
-        return tuple(row[: hits[0] + 1]) if len(hits) else tuple(row[row != 0])
+        return tuple(row[: hits[0] + 1]) if len(hits) else tuple(row[row != PAD_ID])
 
     return float(np.mean([cut(p) == cut(t) for p, t in zip(predicted, tgt_out)]))

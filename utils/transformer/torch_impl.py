@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from utils import checks
+from utils.data.parallel import PAD_ID
 from utils.attention.torch_impl import MultiHeadAttention, causal_mask
 from utils.positional.torch_impl import SinusoidalEncoding
 
@@ -216,7 +217,7 @@ class DecoderBlock(nn.Module):
         return x, self_w, cross_w
 
 
-def source_mask(src: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+def source_mask(src: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
     """Keep-mask of the real (non-padding) source tokens, for every query.
 
     Shapes: src (B, Ts) -> (B, 1, 1, Ts).
@@ -225,7 +226,7 @@ def source_mask(src: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
     return (src != pad_id)[:, None, None, :]  # (B, 1, 1, Ts)
 
 
-def target_mask(tgt: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+def target_mask(tgt: torch.Tensor, pad_id: int = PAD_ID) -> torch.Tensor:
     """Causal keep-mask (position i sees 0..i) combined with the target's padding.
 
     Shapes: tgt (B, Tt) -> (B, 1, Tt, Tt).
@@ -342,7 +343,7 @@ class Transformer(nn.Module):
         return logits, {"encoder": enc_w, "decoder_self": self_w, "cross": cross_w}
 
 
-def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, pad_id: int = 0) -> torch.Tensor:
+def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing: float = 0.1, pad_id: int = PAD_ID) -> torch.Tensor:
     """Cross-entropy against a smoothed target: 1 - smoothing on the right token, the rest spread evenly.
 
     The smoothed distribution puts ``smoothing / (V - 1)`` on every other token
