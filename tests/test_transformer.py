@@ -366,3 +366,22 @@ def test_unlikely_early_endings_do_not_stop_the_search():
     fn = _table_model(table)
     best, _ = common.beam_search_loop(fn, 1, 8, beam_size=4, alpha=0.6)
     assert best[0, :5].tolist() == [4, 4, 4, 4, 2], best
+
+
+@pytest.mark.parametrize("framework", ["torch", "keras"])
+def test_blocks_are_built_from_the_config_whole(framework: str) -> None:
+    """One place unpacks a config into a block (``from_config``); the decoder block takes the
+    feed-forward activation as the encoder block does, and the config carries it."""
+    mod = T if framework == "torch" else K
+    c = common.TransformerConfig(src_vocab_size=7, tgt_vocab_size=9, d_model=8, num_heads=2, d_ff=16,
+                          dropout=0.0, norm_first=False, layer_norm_eps=1e-6, activation="gelu")
+    for cls in (mod.EncoderBlock, mod.DecoderBlock):
+        block = cls.from_config(c)
+        assert block.ff.activation == "gelu", f"{cls.__name__} ignored the config's activation"
+        assert block.sub_ff.norm_first is False and block.sub_ff.norm.eps == pytest.approx(1e-6)
+        assert cls.from_config(c, activation="relu").ff.activation == "relu"  # an override wins
+    model = mod.Transformer(c)
+    blocks = list(model.encoder.blocks) + list(model.decoder.blocks)
+    assert blocks and all(b.ff.activation == "gelu" for b in blocks)
+    with pytest.raises(ValueError, match="activation"):
+        common.TransformerConfig(src_vocab_size=7, tgt_vocab_size=9, activation="tanh")

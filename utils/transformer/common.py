@@ -21,6 +21,10 @@ from utils.data.parallel import BOS_ID, EOS_ID, PAD_ID
 
 __all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop"]
 
+# The constructor arguments of an encoder or decoder block, read from a config by name
+# (``EncoderBlock.from_config``): the one place a config is unpacked into a block.
+BLOCK_FIELDS = ("d_model", "num_heads", "d_ff", "dropout", "norm_first", "residual", "layer_norm_eps", "activation")
+
 @dataclass(frozen=True)
 class TransformerConfig:
     """Sizes and switches of an encoder-decoder Transformer (names as in the paper's Table 3).
@@ -44,6 +48,7 @@ class TransformerConfig:
     residual: bool = True
     tie_embeddings: bool = False
     layer_norm_eps: float = 1e-5
+    activation: str = "relu"
 
     def __post_init__(self) -> None:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len"):
@@ -53,6 +58,7 @@ class TransformerConfig:
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 raise ValueError(f"{name}: expected a non-negative int, got {value!r}")
         check_attention_sizes(self.d_model, self.num_heads, self.dropout, self.layer_norm_eps)
+        check_activation(self.activation)
 
     def to_dict(self) -> dict:
         return asdict(self)

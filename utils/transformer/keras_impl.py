@@ -25,7 +25,7 @@ from utils.data.parallel import PAD_ID  # noqa: E402
 from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
-from .common import TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
+from .common import BLOCK_FIELDS, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
 
 __all__ = [
     "warmup_schedule",
@@ -187,6 +187,17 @@ class EncoderBlock(keras.layers.Layer):
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_attn")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
 
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> "EncoderBlock":
+        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
+        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields
+        (and Keras layer arguments such as ``name``).
+
+        Shapes: none.
+        """
+        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
+        return cls(**{**fields, **overrides})
+
     def call(self, x: Tensor, mask: Tensor | None = None, training: bool | None = None):
         x, weights = self.sub_attn.apply(x, lambda h: self.self_attn(h, h, h, mask, training=training), training)
         x, _ = self.sub_ff.apply(x, lambda h: (self.ff(h, training=training), None), training)
@@ -212,15 +223,27 @@ class DecoderBlock(keras.layers.Layer):
         norm_first: bool = True,
         residual: bool = True,
         layer_norm_eps: float = 1e-5,
+        activation: str = "relu",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, name="self_attn")
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout, name="cross_attn")
-        self.ff = FeedForward(d_model, d_ff, dropout, name="ff")
+        self.ff = FeedForward(d_model, d_ff, dropout, activation, name="ff")
         self.sub_self = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_self")
         self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_cross")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> "DecoderBlock":
+        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
+        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields
+        (and Keras layer arguments such as ``name``).
+
+        Shapes: none.
+        """
+        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
+        return cls(**{**fields, **overrides})
 
     def call(
         self,
@@ -274,7 +297,7 @@ class Encoder(keras.layers.Layer):
         self.embedding = Embedding(c.src_vocab_size, c.d_model, name="embedding")
         self._pe = sinusoidal_encoding(c.max_len, c.d_model)  # (max_len, D) constant
         self.blocks = [
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps, name=f"blocks_{i}")
+            EncoderBlock.from_config(c, name=f"blocks_{i}")
             for i in range(c.num_encoder_layers)
         ]
         self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps, name="final_norm") if c.norm_first else None
@@ -310,7 +333,7 @@ class Decoder(keras.layers.Layer):
         self.embedding = Embedding(c.tgt_vocab_size, c.d_model, name="embedding")
         self._pe = sinusoidal_encoding(c.max_len, c.d_model)  # (max_len, D) constant
         self.blocks = [
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps, name=f"blocks_{i}")
+            DecoderBlock.from_config(c, name=f"blocks_{i}")
             for i in range(c.num_decoder_layers)
         ]
         self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps, name="final_norm") if c.norm_first else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -20,7 +20,7 @@ from utils.data.parallel import PAD_ID
 from utils.attention.torch_impl import MultiHeadAttention, causal_mask
 from utils.positional.torch_impl import SinusoidalEncoding
 
-from .common import TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
+from .common import BLOCK_FIELDS, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
 
 __all__ = [
     "warmup_schedule",
@@ -169,6 +169,16 @@ class EncoderBlock(nn.Module):
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
 
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> "EncoderBlock":
+        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
+        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields.
+
+        Shapes: none.
+        """
+        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
+        return cls(**{**fields, **overrides})
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, training: bool | None = None):
         training = self.training if training is None else training
         x, weights = self.sub_attn(x, lambda h: self.self_attn(h, h, h, mask, training), training)
@@ -192,14 +202,25 @@ class DecoderBlock(nn.Module):
         norm_first: bool = True,
         residual: bool = True,
         layer_norm_eps: float = 1e-5,
+        activation: str = "relu",
     ) -> None:
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout=dropout)
-        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ff = FeedForward(d_model, d_ff, dropout, activation)
         self.sub_self = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any) -> "DecoderBlock":
+        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
+        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields.
+
+        Shapes: none.
+        """
+        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
+        return cls(**{**fields, **overrides})
 
     def forward(
         self,
@@ -249,8 +270,7 @@ class Encoder(nn.Module):
         self.embedding = Embedding(c.src_vocab_size, c.d_model)
         self.positions = SinusoidalEncoding(c.max_len, c.d_model)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps)
-            for _ in range(c.num_encoder_layers)
+            EncoderBlock.from_config(c) for _ in range(c.num_encoder_layers)
         )
         self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps) if c.norm_first else None
 
@@ -280,8 +300,7 @@ class Decoder(nn.Module):
         self.embedding = Embedding(c.tgt_vocab_size, c.d_model)
         self.positions = SinusoidalEncoding(c.max_len, c.d_model)
         self.blocks = nn.ModuleList(
-            DecoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, c.norm_first, c.residual, c.layer_norm_eps)
-            for _ in range(c.num_decoder_layers)
+            DecoderBlock.from_config(c) for _ in range(c.num_decoder_layers)
         )
         self.final_norm = LayerNorm(c.d_model, c.layer_norm_eps) if c.norm_first else None
         self.out = None if c.tie_embeddings else Linear(c.d_model, c.tgt_vocab_size)
