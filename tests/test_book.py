@@ -260,3 +260,19 @@ def test_in_the_browser(site: Path, chromium):
         assert chromium.execute_script("return document.querySelectorAll('mjx-container').length") > 0, \
             "MathJax typeset nothing on the quiz page"
     chromium.save_screenshot(str(SHOTS / "quiz.png"))
+
+
+def test_cache_key_follows_the_notebook_and_the_utils_it_imports(tmp_path: Path):
+    """A lesson re-runs when it or a utils module it imports changes, and only then."""
+    torch_nb = ROOT / "lessons" / LESSON / f"{LESSON}_pytorch.ipynb"
+    used = {p.relative_to(ROOT).as_posix() for p in book.utils_closure(
+        "\n".join(c.source for c in nbformat.read(torch_nb, as_version=4).cells if c.cell_type == "code"))}
+    assert {"utils/attention/torch_impl.py", "utils/quiz.py", "utils/runtime.py"} <= used
+    assert "utils/attention/keras_impl.py" not in used and "utils/bert/torch_impl.py" not in used
+    key = book.cache_key(torch_nb, "smoke")
+    assert key == book.cache_key(torch_nb, "smoke") != book.cache_key(torch_nb, "cpu")
+    edited = tmp_path / torch_nb.name
+    nb = nbformat.read(torch_nb, as_version=4)
+    nb.cells[0].source += "\n\nOne more sentence."
+    nbformat.write(nb, edited)
+    assert book.cache_key(edited, "smoke") != key

@@ -131,7 +131,8 @@ def cache_key(notebook: Path, profile: str) -> str:
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     h = hashlib.sha256()
     h.update(f"profile={profile}\n".encode())
-    for path in [notebook, Path(notebook_runner.__file__), *utils_closure(code)]:
+    h.update(notebook.name.encode() + b"\0" + notebook.read_bytes() + b"\0")
+    for path in [Path(notebook_runner.__file__), *utils_closure(code)]:
         h.update(str(path.resolve().relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()[:20]
 
@@ -399,7 +400,8 @@ def write_sources(src: Path, names: list[str], executed_nbs: dict, profile: str,
     for name in names:
         info = by_name[name]
         title_cell = nbformat.read(ROOT / info["notebooks"]["pytorch"], as_version=4).cells[0].source
-        intro = _intro(title_cell).replace("(PyTorch)", "").strip()
+        intro = "\n\n".join(par for par in _intro(title_cell).split("\n\n")
+                              if "twin of this notebook" not in par)  # the overview names both
         put(f"lessons/{name}/index.md", lesson_page(info, intro))
         toc.append(f"      - file: lessons/{name}/index")
         toc.append("        sections:")
