@@ -144,11 +144,21 @@ def executed(notebook: Path, profile: str, cache: Path, timeout: int, log=print)
     target = folder / f"{notebook.stem}.{key}.ipynb"
     if target.exists():
         return target, False
-    log(f"  executing {notebook.relative_to(ROOT)} ({profile} profile) ...")
-    try:
-        result = notebook_runner.run_notebook(notebook, profile=profile, timeout=timeout, inline_plots=True)
-    except Exception as exc:  # a failing cell: say which notebook, keep the old cache entry
-        raise BookError(f"{notebook.relative_to(ROOT)} failed in the {profile} profile:\n{exc}") from None
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+
+    for attempt in (1, 2):
+        log(f"  executing {notebook.relative_to(ROOT)} ({profile} profile) ...")
+        try:
+            result = notebook_runner.run_notebook(notebook, profile=profile, timeout=timeout, inline_plots=True)
+            break
+        except (CellTimeoutError, DeadKernelError) as exc:
+            # Seen once on a loaded machine: the kernel went idle and the cell's reply never
+            # came. Such a stall is not the notebook's fault: run it once more.
+            if attempt == 2:
+                raise BookError(f"{notebook.relative_to(ROOT)} stalled twice in the {profile} profile:\n{exc}") from None
+            log(f"  {notebook.name}: {type(exc).__name__}; running it once more")
+        except Exception as exc:  # a failing cell: say which notebook, keep the old cache entry
+            raise BookError(f"{notebook.relative_to(ROOT)} failed in the {profile} profile:\n{exc}") from None
     nb = result["notebook"]
     if nb.cells and nb.cells[-1].source == notebook_runner._PROBE:
         nb.cells.pop()  # the runner's module probe
@@ -569,7 +579,7 @@ def jupyter_book_missing() -> str | None:
 
 
 def build(profile: str = "cpu", names: list[str] | None = None, work: Path = WORK, out: Path | None = None,
-          cache: Path | None = None, timeout: int = 1800, mathjax: Path | None = None,
+          cache: Path | None = None, timeout: int = 1200, mathjax: Path | None = None,
           fetch: bool = False, log=print) -> dict:
     """Build the book; return the output folder, what ran and the seconds each step took."""
     missing = jupyter_book_missing()
@@ -635,7 +645,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=WORK, help="working folder (default: build/book)")
     parser.add_argument("--out", type=Path, default=None, help="site folder (default: WORK/html)")
     parser.add_argument("--cache", type=Path, default=None, help="executed-notebook cache (default: WORK/executed)")
-    parser.add_argument("--timeout", type=int, default=1800, help="seconds per cell")
+    parser.add_argument("--timeout", type=int, default=1200,
+                        help="seconds per cell (default 1200; the longest cpu-profile cell trains for ~10 min)")
     parser.add_argument("--mathjax", type=Path, default=None, help="a MathJax 3 es5 folder (holds tex-chtml.js)")
     parser.add_argument("--fetch-mathjax", action="store_true", help="fetch MathJax from npm once if none is found")
     args = parser.parse_args(argv)
