@@ -571,10 +571,10 @@ def dedupe_inline_scripts(page: str) -> str:
 
 
 def jupyter_book_missing() -> str | None:
-    try:
-        import jupyter_book  # noqa: F401
-    except ImportError:
-        return "Jupyter Book is not installed: `make book` installs it (or `pip install -e .[book]`)"
+    import importlib.util
+
+    if importlib.util.find_spec("jupyter_book") is None:
+        return "Jupyter Book is not installed: `make book` installs it (or `make book-deps`, `pip install -e .[book]`)"
     return None
 
 
