@@ -1,6 +1,7 @@
 # The course's commands. The first two are all a student needs:
 #   make lab    set up (first time only) and open the course in JupyterLab
 #   make test   set up (first time only) and run the whole test suite
+#   make book   build the read-only HTML edition in build/book/html/
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -9,8 +10,11 @@ STAMP := $(VENV)/.course-installed
 RUN := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 ASSIGNMENT ?=
+PROFILE ?= cpu
+LESSONS ?=
+BOOK_STAMP := $(VENV)/.book-installed
 
-.PHONY: install lab test assignments grade bench clean-grading
+.PHONY: install lab test assignments grade bench clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -45,6 +49,19 @@ grade: install
 # Quality and speed runs too long for CI; results are recorded under benchmarks/.
 bench: install
 	$(RUN) -m benchmarks $(BENCH_ARGS)
+
+# The book's tool (Jupyter Book 1), kept out of `make install`: only who builds the book pays.
+book-deps: $(BOOK_STAMP)
+
+$(BOOK_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/python -m pip install -q -e ".[book]"
+	touch $(BOOK_STAMP)
+
+# The course as a static HTML book, readable offline: build/book/html/index.html
+#   make book [PROFILE=cpu|smoke|gpu] [LESSONS=01_soft_attention,04_positional_encoding]
+# Executed notebooks are cached in build/book/executed/; only changed lessons re-run.
+book: book-deps
+	$(RUN) -m tools.book --profile $(PROFILE) --fetch-mathjax $(if $(LESSONS),--lessons $(LESSONS)) $(BOOK_ARGS)
 
 clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange

@@ -102,28 +102,48 @@ def render(path: Path, url: str) -> str:
 README_START, README_END = "<!-- lessons:start -->", "<!-- lessons:end -->"
 
 
-def lesson_table(url: str | None = None) -> str:
-    """The README's lesson map: one row per lesson folder, Colab links per notebook."""
+FRAMEWORK_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow"}
+
+
+def lesson_info(name: str, root: Path = ROOT) -> dict | None:
+    """One lesson's facts for the lesson maps (the README's and the book's): ``name``,
+    ``number``, ``title``, ``minutes`` (None if the title cell does not say), the two
+    twins' paths relative to ``root`` and the frameworks that have an assignment.
+    None while the lesson is under construction (one twin missing)."""
     import re
 
+    folder = root / "lessons" / name
+    twins = {fw: folder / f"{name}_{fw}.ipynb" for fw in FRAMEWORK_NAMES}
+    if not all(t.exists() for t in twins.values()):
+        return None
+    first = nbformat.read(twins["pytorch"], as_version=4).cells[0].source
+    title = first.splitlines()[0].lstrip("# ").split("(")[0].strip()
+    title = re.sub(r"^Lesson \d+:\s*", "", title)
+    minutes = re.search(r"about (\d+) minutes", first)
+    return {
+        "name": name,
+        "number": int(name[:2]),
+        "title": title,
+        "minutes": int(minutes.group(1)) if minutes else None,
+        "notebooks": {fw: f"lessons/{name}/{name}_{fw}.ipynb" for fw in FRAMEWORK_NAMES},
+        "assignments": [fw for fw in FRAMEWORK_NAMES if (root / "assignments" / f"{name}_{fw}").exists()],
+    }
+
+
+def lesson_table(url: str | None = None) -> str:
+    """The README's lesson map: one row per lesson folder, Colab links per notebook."""
     url = (url or repository_url()).rstrip("/")
     colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
     rows = ["| # | lesson | time | PyTorch | TensorFlow | assignment |", "|---|---|---|---|---|---|"]
-    for folder in (ROOT / "lessons" / name for name in lessons()):
-        twins = [folder / f"{folder.name}_{fw}.ipynb" for fw in ("pytorch", "tensorflow")]
-        if not all(t.exists() for t in twins):
-            continue  # a lesson under construction appears once both twins exist
-        first = nbformat.read(twins[0], as_version=4).cells[0].source
-        title = first.splitlines()[0].lstrip("# ").split("(")[0].strip()
-        title = re.sub(r"^Lesson \d+:\s*", "", title)
-        minutes = re.search(r"about (\d+) minutes", first)
+    for info in filter(None, (lesson_info(name) for name in lessons())):
+        name = info["name"]
         links = []
-        for fw in ("pytorch", "tensorflow"):
-            path = f"lessons/{folder.name}/{folder.name}_{fw}.ipynb"
+        for fw in FRAMEWORK_NAMES:
+            path = info["notebooks"][fw]
             links.append(f"[notebook]({path}) [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}/blob/main/{path})")
-        has = [fw for fw in ("pytorch", "tensorflow") if (ROOT / "assignments" / f"{folder.name}_{fw}").exists()]
-        assignment = ", ".join(f"[{fw}](assignments/{folder.name}_{fw}/{folder.name}_{fw}.ipynb)" for fw in has) or "-"
-        rows.append(f"| {int(folder.name[:2])} | {title} | {minutes.group(1) + ' min' if minutes else '-'} | {links[0]} | {links[1]} | {assignment} |")
+        assignment = ", ".join(f"[{fw}](assignments/{name}_{fw}/{name}_{fw}.ipynb)" for fw in info["assignments"]) or "-"
+        minutes = f"{info['minutes']} min" if info["minutes"] else "-"
+        rows.append(f"| {info['number']} | {info['title']} | {minutes} | {links[0]} | {links[1]} | {assignment} |")
     return "\n".join(rows)
 
 
