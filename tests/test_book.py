@@ -244,6 +244,11 @@ def test_in_the_browser(site: Path, chromium):
     loaded = chromium.execute_script(
         "return Array.from(document.images).filter(i => i.complete && i.naturalWidth > 0).length")
     assert loaded >= 1, "the lesson page shows no loaded image"
+    # a second picture of the lesson page, scrolled to its first figure
+    chromium.execute_script("const i = Array.from(document.images).find(i => i.naturalWidth > 200);"
+                            "if (i) i.scrollIntoView({block: 'center'});")
+    time.sleep(0.5)
+    chromium.save_screenshot(str(SHOTS / "lesson-figure.png"))
     if not local_mathjax:  # the CDN is out of reach offline: that one failure is expected
         errors = [e for e in errors if "mathjax" not in e.get("message", "").lower()]
     assert not errors, "console errors:\n" + json.dumps(errors, indent=1)
