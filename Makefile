@@ -10,7 +10,7 @@ RUN := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python
 PYTEST_ARGS ?= -n 2 --dist loadgroup
 ASSIGNMENT ?=
 
-.PHONY: install lab test assignments grade bench clean-grading
+.PHONY: install lab test assignments grade bench compat clean-grading
 
 install: $(STAMP)
 
@@ -45,6 +45,13 @@ grade: install
 # Quality and speed runs too long for CI; results are recorded under benchmarks/.
 bench: install
 	$(RUN) -m benchmarks $(BENCH_ARGS)
+
+# The tests (but grading and browser) in two extra environments under build/compat/:
+# the lowest versions pyproject.toml declares, and the newest ones; Python 3.12.
+# Several GB of downloads; not part of `make test`, never run by CI. Results:
+# benchmarks/results/compat.json.  make compat COMPAT_ARGS="--env lowest --fresh"
+compat:
+	$(PYTHON) -m tools.compat $(COMPAT_ARGS)
 
 clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange
