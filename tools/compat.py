@@ -347,14 +347,14 @@ def run_tests(env: Env, extra: list[str]) -> dict:
 
 def record(name: str, entry: dict, path: Path = RESULTS) -> None:
     """Put one environment's entry into the results file (the others stay as they are)."""
-    with open(path.with_suffix(".lock"), "w") as lock:  # two runs may end together
+    BUILD.mkdir(parents=True, exist_ok=True)
+    with open(BUILD / "results.lock", "w") as lock:  # two runs may end together
         fcntl.flock(lock, fcntl.LOCK_EX)
         data = json.loads(path.read_text()) if path.exists() else {}
         data["about"] = ("`make compat` (python -m tools.compat): the tests but grading and browser, "
                          "in the lowest declared and the newest available versions; see tools/compat.py.")
         data.setdefault("environments", {})[name] = entry
         path.write_text(json.dumps(data, indent=2) + "\n")
-    path.with_suffix(".lock").unlink(missing_ok=True)
 
 
 def summary(name: str, entry: dict) -> str:
