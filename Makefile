@@ -14,7 +14,7 @@ PROFILE ?= cpu
 LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
 
-.PHONY: install lab test assignments grade bench clean-grading book book-deps
+.PHONY: install lab test assignments grade bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -62,6 +62,13 @@ $(BOOK_STAMP): $(STAMP) pyproject.toml
 # Executed notebooks are cached in build/book/executed/; only changed lessons re-run.
 book: book-deps
 	$(RUN) -m tools.book --profile $(PROFILE) --fetch-mathjax $(if $(LESSONS),--lessons $(LESSONS)) $(BOOK_ARGS)
+
+# The tests (but grading and browser) in two extra environments under build/compat/:
+# the lowest versions pyproject.toml declares, and the newest ones; Python 3.12.
+# Several GB of downloads; not part of `make test`, never run by CI. Results:
+# benchmarks/results/compat.json.  make compat COMPAT_ARGS="--env lowest --fresh"
+compat:
+	$(PYTHON) -m tools.compat $(COMPAT_ARGS)
 
 clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange

@@ -83,7 +83,14 @@ def test_colab_cell_installs_the_course_and_keeps_the_preinstalled_frameworks(tm
     python = env_dir / "bin" / "python"
     env_site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                                    capture_output=True, text=True, check=True).stdout.strip())
-    (env_site / "_colab_preinstalled.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    preinstalled = Path(sysconfig.get_paths()["purelib"])
+    (env_site / "_colab_preinstalled.pth").write_text(f"{preinstalled}\n")
+    # setuptools' distutils shim, active in Colab's own site-packages (a .pth there), is not
+    # run for a folder added by a .pth line: on Python 3.12 (no distutils) TensorFlow 2.16
+    # and 2.17, which import distutils, need it. It sorts after the line above.
+    shim = preinstalled / "distutils-precedence.pth"
+    if shim.exists():
+        (env_site / shim.name).write_text(shim.read_text())
     probe = "import torch, tensorflow, numpy; print(torch.__version__, tensorflow.__version__)"
     subprocess.run([str(python), "-c", probe], check=True, capture_output=True)
     before = _freeze(python)
