@@ -1,7 +1,7 @@
 """Benchmark: fine-tune the course's BERT (packaged all-MiniLM-L6-v2 weights) for sentence classification.
 
     python -m benchmarks.bert_finetune --framework {pytorch,tensorflow} [--train F --eval F]
-        [--minutes N] [--json FILE]
+        [--minutes N] [--pooling {cls,mean}] [--json FILE]
 
 F is a tab-separated (.tsv/.tab) or CSV file with a header: a text column
 (``sentence`` or ``text``) and a ``label`` column of 0/1. The default is the
@@ -11,7 +11,9 @@ Training: one pass over the training set (batch 32, texts cut to 64 tokens,
 AdamW, peak learning rate 1e-4, 10% linear warm-up then linear decay). The
 pass is planned to fit ``--minutes``: the speed of the first evaluation decides
 how many training examples fit (``TRAIN_COST``), so the schedule completes; a
-hard stop after ``--minutes`` of training guards against a wrong estimate. Prints the eval accuracy
+hard stop after ``--minutes`` of training guards against a wrong estimate. ``--pooling`` picks the
+classifier's sentence vector: "cls" (BERT's pooler on [CLS], the default) or "mean" (the average
+of the token vectors, what all-MiniLM-L6-v2 was trained for). Prints the eval accuracy
 before (new head) and after fine-tuning, and the seconds; ``--json`` writes
 {"framework", "accuracy", "seconds", "train_examples", ...}.
 """
@@ -40,6 +42,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--pooling", choices=["cls", "mean"], default="cls",
+                   help="sentence vector for the head: BERT's [CLS] pooler (default) or the mean over the tokens")
     p.add_argument("--train-examples", type=int, default=None,
                    help="train on the first N training examples (default: as many as the budget allows, see TRAIN_COST)")
     args = p.parse_args(argv)
@@ -77,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from utils.bert import keras_impl as impl
     start = time.perf_counter()
-    model, folder = impl.load_pretrained(args.model, num_classes=2)
+    model, folder = impl.load_pretrained(args.model, num_classes=2, pooling=args.pooling)
     tok = load_tokenizer(folder)
     train = impl.encode_texts(tok, train_texts, args.max_len)
     evaluation = impl.encode_texts(tok, eval_texts, args.max_len)
@@ -121,9 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         "data": data_name,
         "model": str(args.model or "packaged all-MiniLM-L6-v2"),
         "settings": {"max_len": args.max_len, "batch_size": args.batch_size, "peak_lr": args.lr, "minutes": args.minutes,
-                     "seed": args.seed, "threads": os.environ.get("COURSE_THREADS", "default")},
+                     "seed": args.seed, "pooling": args.pooling, "threads": os.environ.get("COURSE_THREADS", "default")},
     }
-    print(f"{args.framework}: eval accuracy {accuracy:.4f} (before {before:.4f}) after {steps} steps "
+    print(f"{args.framework} (pooling={args.pooling}): eval accuracy {accuracy:.4f} (before {before:.4f}) after {steps} steps "
           f"({result['train_examples']} examples) in {train_seconds:.0f} s of training; {seconds:.0f} s in all", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -7,8 +7,15 @@
   truncated with a warning, never an index error.
 * ``warmup_linear_decay``: BERT's learning rate, a linear rise then a linear fall.
 * ``check_mlm_args``: the arguments of the masking function, checked once for both twins.
+* ``POOLINGS`` / ``check_pooling``: how a classifier turns the token vectors into
+  one sentence vector ("cls": BERT's pooler on [CLS]; "mean": the average over
+  the real tokens, as sentence-transformers checkpoints are trained).
+* ``parameter_count``: the number of weights of a ``Bert`` from its config alone
+  (embeddings + L blocks + pooler), e.g. about 110M for BERT-base.
+* ``linear_probe``: logistic regression on frozen sentence vectors (NumPy), to
+  compare what two kinds of vector know without fine-tuning anything.
 
-Shapes: B batch, T tokens, D d_model, V vocabulary size.
+Shapes: B batch, T tokens, D d_model, V vocabulary size, F d_ff, L layers, N examples.
 """
 from __future__ import annotations
 
@@ -28,6 +35,10 @@ __all__ = [
     "warmup_linear_decay",
     "check_mlm_args",
     "trim_rows",
+    "POOLINGS",
+    "check_pooling",
+    "parameter_count",
+    "linear_probe",
 ]
 
 IGNORE_INDEX = -100  # a label that no loss counts (PyTorch's cross_entropy default; Keras: ignore_class)
@@ -204,3 +215,76 @@ def trim_rows(inputs: dict, idx: np.ndarray, multiple: int = 16) -> dict[str, np
     longest = int(keep.any(axis=0).nonzero()[0].max()) + 1 if keep.any() else 1
     width = min(t, -(-longest // multiple) * multiple)
     return {k: (v[:, :width] if v.ndim == 2 and v.shape[1] == t else v) for k, v in rows.items()}
+
+
+POOLINGS = ("cls", "mean")  # BertClassifier(pooling=...): the pooled [CLS] vector, or the mean over real tokens
+
+
+def check_pooling(pooling: str) -> str:
+    """``pooling`` if it is one of ``POOLINGS``, else a ValueError that names the argument.
+
+    Shapes: none.
+    """
+    if not isinstance(pooling, str) or pooling not in POOLINGS:
+        raise ValueError(f"pooling: expected one of {POOLINGS}, got {pooling!r}")
+    return pooling
+
+
+def parameter_count(config: BertConfig) -> dict[str, int]:
+    """The number of weights of a ``Bert`` (either twin, or Hugging Face's BertModel) with this config.
+
+    * embeddings: token (V, D) + position (max_len, D) + segment (S, D) tables, LayerNorm (2D);
+    * each of the L blocks: Q, K, V and output projections 4 (D*D + D), feed-forward
+      D*F + F + F*D + D, two LayerNorms 4D;
+    * pooler: D*D + D.
+    A classification head (D*C + C) or an MLM head is not included.
+    Returns {"embeddings", "per_block", "blocks", "pooler", "total"}.
+    Shapes: none.
+    """
+    if not isinstance(config, BertConfig):
+        raise ValueError(f"config: expected a BertConfig, got {type(config).__name__}")
+    c = config
+    d, f = c.d_model, c.d_ff
+    embeddings = (c.vocab_size + c.max_len + c.type_vocab_size) * d + 2 * d
+    attention = 4 * (d * d + d)  # w_qkv (D, 3D) + b_qkv (3D,) + w_o (D, D) + b_o (D,)
+    feed_forward = d * f + f + f * d + d
+    per_block = attention + feed_forward + 2 * (2 * d)  # two LayerNorms, gamma and beta each
+    pooler = d * d + d
+    blocks = c.num_layers * per_block
+    return {"embeddings": embeddings, "per_block": per_block, "blocks": blocks, "pooler": pooler,
+            "total": embeddings + blocks + pooler}
+
+
+def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, steps: int = 200, lr: float = 0.1) -> np.ndarray:
+    """Logistic regression on fixed features; returns the probability of class 1 for each row of ``test_x``.
+
+    A probe: it asks how much of a binary label a linear function of the
+    (frozen) features can read, without changing the features. The features are
+    standardised with the training rows' mean and standard deviation; the weights
+    start at zero and take ``steps`` full-batch gradient steps on the mean
+    cross-entropy (no penalty: stopping after a few hundred steps is the
+    regulariser). Deterministic, NumPy only, so both twins get the same numbers.
+    Shapes: train_x (N, D), train_y (N,) of 0/1, test_x (M, D) -> (M,).
+    """
+    x = np.asarray(train_x, dtype=np.float64)
+    y = np.asarray(train_y)
+    z = np.asarray(test_x, dtype=np.float64)
+    if x.ndim != 2 or len(x) == 0:
+        raise ValueError(f"train_x: expected features (N, D) with N >= 1, got shape {x.shape}")
+    if y.shape != (len(x),) or not np.isin(y, (0, 1)).all():
+        raise ValueError(f"train_y: expected ({len(x)},) labels of 0 or 1, got shape {y.shape} with values {np.unique(y)[:5]}")
+    if z.ndim != 2 or z.shape[1] != x.shape[1]:
+        raise ValueError(f"test_x: expected (M, {x.shape[1]}) like train_x, got shape {z.shape}")
+    _positive_int("steps", steps)
+    if not lr > 0:
+        raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
+    mu, sd = x.mean(0), x.std(0) + 1e-6
+    x, z = (x - mu) / sd, (z - mu) / sd  # (N, D), (M, D)
+    y = y.astype(np.float64)
+    w, b = np.zeros(x.shape[1]), 0.0
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(x @ w + b)))  # (N,) predicted P(class 1)
+        g = p - y  # gradient of the cross-entropy with respect to the logit
+        w -= lr * (x.T @ g) / len(y)
+        b -= lr * float(g.mean())
+    return 1.0 / (1.0 + np.exp(-(z @ w + b)))

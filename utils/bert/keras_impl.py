@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
 from typing import Any, Sequence
 
 from utils.runtime import prepare_tensorflow_env
@@ -26,7 +27,7 @@ from keras import ops  # noqa: E402
 
 from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, _Dropout, export_weights, load_weights  # noqa: E402
 
-from .common import IGNORE_INDEX, BertConfig, check_mlm_args, encode_texts, trim_rows, warmup_linear_decay  # noqa: E402
+from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay  # noqa: E402
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir  # noqa: E402
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Bert",
     "BertClassifier",
     "BertForMaskedLM",
+    "mean_pool",
     "mask_tokens",
     "mlm_loss",
     "pretrain_mlm",
@@ -44,6 +46,7 @@ __all__ = [
     "fine_tune_step",
     "fine_tune",
     "predict_proba",
+    "sentence_vectors",
     "export_weights",
     "load_weights",
 ]
@@ -60,6 +63,21 @@ def _as_ids(name: str, ids: Any) -> Tensor:
     if "float" in str(t.dtype) or "bool" in str(t.dtype):
         raise ValueError(f"{name}: expected integer ids (B, T), got dtype {t.dtype}")
     return ops.cast(t, "int32")
+
+
+def _same_shape(a: tuple, b: tuple) -> bool:
+    """Shapes equal where both are known (a traced batch dimension is None)."""
+    return len(a) == len(b) and all(x is None or y is None or x == y for x, y in zip(a, b))
+
+
+def _keep_mask(ids: Tensor, padding_mask: Any, pad_id: int) -> Tensor:
+    """The (B, T) keep-mask: ``padding_mask`` as booleans, or ``ids != pad_id`` when it is None."""
+    if padding_mask is None:
+        return ops.not_equal(ids, pad_id)  # (B, T)
+    keep = ops.cast(ops.convert_to_tensor(padding_mask), "bool")
+    if tuple(keep.shape) != tuple(ids.shape):
+        raise ValueError(f"padding_mask: expected {tuple(ids.shape)} like token_ids, got {tuple(keep.shape)}")
+    return keep
 
 
 def _unpack(token_ids: Any, segment_ids: Any, padding_mask: Any) -> tuple:
@@ -148,12 +166,7 @@ class Bert(keras.Model):
     def call(self, token_ids: Any, segment_ids: Any = None, padding_mask: Any = None, training: bool | None = None):
         token_ids, segment_ids, padding_mask = _unpack(token_ids, segment_ids, padding_mask)
         ids = _as_ids("token_ids", token_ids)
-        if padding_mask is None:
-            keep = ops.not_equal(ids, self.config.pad_id)  # (B, T)
-        else:
-            keep = ops.cast(ops.convert_to_tensor(padding_mask), "bool")
-            if tuple(keep.shape) != tuple(ids.shape):
-                raise ValueError(f"padding_mask: expected {tuple(ids.shape)} like token_ids, got {tuple(keep.shape)}")
+        keep = _keep_mask(ids, padding_mask, self.config.pad_id)  # (B, T)
         x = self.embeddings(ids, segment_ids, training=training)  # (B, T, D)
         mask = keep[:, None, None, :]  # (B, 1, 1, T)
         weights = []
@@ -167,18 +180,40 @@ class Bert(keras.Model):
         return None
 
 
-class BertClassifier(keras.Model):
-    """BERT plus a sentence-classification head: dropout, then a linear layer on the pooled [CLS] vector.
+def mean_pool(hidden: Tensor, padding_mask: Any) -> Tensor:
+    """The average of the token vectors over the real tokens ([CLS] and [SEP] included, padding left out).
 
+    This is the sentence vector that sentence-transformers models (all-MiniLM-L6-v2
+    among them) are trained to produce. A row without real tokens gives zeros.
+    Shapes: hidden (B, T, D), padding_mask (B, T) True on real tokens -> (B, D).
+    """
+    hidden = ops.convert_to_tensor(hidden)
+    if len(hidden.shape) != 3:
+        raise ValueError(f"hidden: expected token vectors (B, T, D), got shape {tuple(hidden.shape)}")
+    keep = ops.convert_to_tensor(padding_mask)
+    if not _same_shape(tuple(keep.shape), tuple(hidden.shape[:2])):
+        raise ValueError(f"padding_mask: expected {tuple(hidden.shape[:2])} like hidden's (B, T), got {tuple(keep.shape)}")
+    w = ops.expand_dims(ops.cast(keep, hidden.dtype), -1)  # (B, T, 1): 1 on real tokens, 0 on padding
+    return ops.sum(hidden * w, axis=1) / ops.maximum(ops.sum(w, axis=1), 1.0)  # (B, D)
+
+
+class BertClassifier(keras.Model):
+    """BERT plus a sentence-classification head: dropout, then a linear layer on one vector per sentence.
+
+    ``pooling`` chooses that vector: "cls" (default) is BERT's pooler,
+    tanh(W h_[CLS] + b), the vector BERT itself was fine-tuned from; "mean" is
+    ``mean_pool`` of the final token vectors, the vector sentence-transformers
+    checkpoints such as all-MiniLM-L6-v2 were trained to give. With "mean" the
+    pooler takes no part and gets no gradient (the optimiser skips it).
     Shapes: call(token_ids (B, T), ...) -> logits (B, C), or (logits, L weights (B, H, T, T))
     with ``return_attention``.
     """
 
-    def __init__(self, config: BertConfig, num_classes: int = 2, **kwargs: Any) -> None:
+    def __init__(self, config: BertConfig, num_classes: int = 2, pooling: str = "cls", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
             raise ValueError(f"num_classes: expected an int >= 2, got {num_classes!r}")
-        self.config, self.num_classes = config, num_classes
+        self.config, self.num_classes, self.pooling = config, num_classes, check_pooling(pooling)
         self.bert = Bert(config, name="bert")
         self.head = Linear(config.d_model, num_classes, name="head")
         # N(0, 0.02) like the rest of BERT, through a Keras initialiser so the course's seed reaches it
@@ -194,7 +229,11 @@ class BertClassifier(keras.Model):
         training: bool | None = None,
         return_attention: bool = False,
     ):
-        _, pooled, weights = self.bert(token_ids, segment_ids, padding_mask, training=training)
+        token_ids, segment_ids, padding_mask = _unpack(token_ids, segment_ids, padding_mask)
+        sequence, pooled, weights = self.bert(token_ids, segment_ids, padding_mask, training=training)  # (B, T, D), (B, D)
+        if self.pooling == "mean":
+            keep = _keep_mask(_as_ids("token_ids", token_ids), padding_mask, self.config.pad_id)  # (B, T)
+            pooled = mean_pool(sequence, keep)  # (B, D)
         logits = self.head(self._drop(pooled, training=training))  # (B, C)
         return (logits, weights) if return_attention else logits
 
@@ -325,16 +364,20 @@ class _AdamW(keras.optimizers.AdamW):
         self.assign_sub(variable, lr * m_hat / (ops.sqrt(v_hat) + self.epsilon))
 
 
-def load_pretrained(name_or_path: str | os.PathLike | None = None, num_classes: int | None = None, dropout: float = 0.1):
+def load_pretrained(
+    name_or_path: str | os.PathLike | None = None, num_classes: int | None = None, dropout: float = 0.1, pooling: str = "cls"
+):
     """The course's BERT holding pretrained Hugging Face weights.
 
     ``name_or_path``: None (the packaged all-MiniLM-L6-v2), a local Hugging Face
     folder, or a hub name (online; offline it falls back to the packaged weights
     with a warning). ``num_classes``: None gives a ``Bert``; a number gives a
-    ``BertClassifier`` whose body is pretrained and whose head is new.
+    ``BertClassifier`` whose body is pretrained and whose head is new, reading
+    the sentence vector that ``pooling`` names ("cls" or "mean", see ``BertClassifier``).
     Returns (model, folder); ``weights.load_tokenizer(folder)`` gives its tokenizer.
     Shapes: none.
     """
+    check_pooling(pooling)
     folder = resolve_model_dir(name_or_path)
     hf_config, state = read_hf_folder(folder)
     config = BertConfig.from_hf(hf_config, dropout=dropout)
@@ -343,7 +386,7 @@ def load_pretrained(name_or_path: str | os.PathLike | None = None, num_classes: 
         model = Bert(config)
         load_weights(model, course)
     else:
-        model = BertClassifier(config, num_classes)
+        model = BertClassifier(config, num_classes, pooling)
         weights = export_weights(model)
         weights.update({f"bert.{k}": v for k, v in course.items()})
         load_weights(model, weights)
@@ -517,7 +560,10 @@ def fine_tune(
     # because compiling it costs more than it saves here.
     model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
-    with tqdm(total=len(data), desc="fine-tuning (model.fit)", disable=not progress, leave=False) as bar:
+    with tqdm(total=len(data), desc="fine-tuning (model.fit)", disable=not progress, leave=False) as bar, warnings.catch_warnings():
+        # With pooling="mean" the pooler takes no part in the loss: Keras skips it, as torch's AdamW
+        # does, but warns as if the loss were missing. That warning is not for this case.
+        warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
         model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[_History(history, schedule, max_seconds, bar)])
     return history
 
@@ -535,3 +581,26 @@ def predict_proba(model: BertClassifier, inputs: dict, batch_size: int = 128, pr
         batch = trim_rows(inputs, np.arange(i, min(i + batch_size, n)))
         out.append(ops.convert_to_numpy(ops.softmax(model(batch, training=False), axis=-1)))
     return np.concatenate(out)
+
+
+def sentence_vectors(model: Bert, inputs: dict, batch_size: int = 128, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Both kinds of sentence vector from one pass of the encoder, batch by batch, in evaluation mode.
+
+    ``model`` is a ``Bert`` (or a ``BertClassifier``, whose body is used).
+    Returns (the pooler's tanh(W h_[CLS] + b), ``mean_pool`` of the final token vectors).
+    Shapes: inputs {"token_ids": (N, T), ...} -> (N, D), (N, D).
+    """
+    from tqdm.auto import tqdm
+
+    body = model.bert if isinstance(model, BertClassifier) else model
+    if not isinstance(body, Bert):
+        raise ValueError(f"model: expected a Bert or a BertClassifier, got {type(model).__name__}")
+    n = len(np.asarray(inputs["token_ids"]))
+    cls, mean = [], []
+    for i in tqdm(range(0, n, batch_size), desc="encoding", disable=not progress, leave=False):
+        batch = trim_rows(inputs, np.arange(i, min(i + batch_size, n)))
+        sequence, pooled, _ = body(batch, training=False)  # (b, T, D), (b, D)
+        keep = _keep_mask(_as_ids("token_ids", batch["token_ids"]), batch.get("padding_mask"), body.config.pad_id)  # (b, T)
+        cls.append(ops.convert_to_numpy(pooled))
+        mean.append(ops.convert_to_numpy(mean_pool(sequence, keep)))
+    return np.concatenate(cls), np.concatenate(mean)

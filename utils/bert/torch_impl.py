@@ -20,7 +20,7 @@ from torch import nn
 
 from utils.transformer.torch_impl import EncoderBlock, LayerNorm, Linear, export_weights, load_weights
 
-from .common import IGNORE_INDEX, BertConfig, check_mlm_args, encode_texts, trim_rows, warmup_linear_decay
+from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "Bert",
     "BertClassifier",
     "BertForMaskedLM",
+    "mean_pool",
     "mask_tokens",
     "mlm_loss",
     "pretrain_mlm",
@@ -38,6 +39,7 @@ __all__ = [
     "fine_tune_step",
     "fine_tune",
     "predict_proba",
+    "sentence_vectors",
     "export_weights",
     "load_weights",
 ]
@@ -54,6 +56,16 @@ def _as_ids(name: str, ids: Any, device: torch.device | None = None) -> torch.Te
     if t.dtype.is_floating_point or t.dtype == torch.bool:
         raise ValueError(f"{name}: expected integer ids (B, T), got dtype {t.dtype}")
     return t.long()
+
+
+def _keep_mask(ids: torch.Tensor, padding_mask: Any, pad_id: int) -> torch.Tensor:
+    """The (B, T) keep-mask: ``padding_mask`` as booleans, or ``ids != pad_id`` when it is None."""
+    if padding_mask is None:
+        return ids != pad_id  # (B, T)
+    keep = torch.as_tensor(np.asarray(padding_mask) if not isinstance(padding_mask, torch.Tensor) else padding_mask, device=ids.device)
+    if tuple(keep.shape) != tuple(ids.shape):
+        raise ValueError(f"padding_mask: expected {tuple(ids.shape)} like token_ids, got {tuple(keep.shape)}")
+    return keep.bool()
 
 
 def _unpack(token_ids: Any, segment_ids: Any, padding_mask: Any) -> tuple:
@@ -127,13 +139,7 @@ class Bert(nn.Module):
         training = self.training if training is None else training
         token_ids, segment_ids, padding_mask = _unpack(token_ids, segment_ids, padding_mask)
         ids = _as_ids("token_ids", token_ids, self.pooler.w.device)
-        if padding_mask is None:
-            keep = ids != self.config.pad_id  # (B, T)
-        else:
-            keep = torch.as_tensor(np.asarray(padding_mask) if not isinstance(padding_mask, torch.Tensor) else padding_mask, device=ids.device)
-            if tuple(keep.shape) != tuple(ids.shape):
-                raise ValueError(f"padding_mask: expected {tuple(ids.shape)} like token_ids, got {tuple(keep.shape)}")
-            keep = keep.bool()
+        keep = _keep_mask(ids, padding_mask, self.config.pad_id)  # (B, T)
         x = self.embeddings(ids, segment_ids, training)  # (B, T, D)
         mask = keep[:, None, None, :]  # (B, 1, 1, T)
         weights = []
@@ -144,18 +150,39 @@ class Bert(nn.Module):
         return x, pooled, weights
 
 
-class BertClassifier(nn.Module):
-    """BERT plus a sentence-classification head: dropout, then a linear layer on the pooled [CLS] vector.
+def mean_pool(hidden: torch.Tensor, padding_mask: Any) -> torch.Tensor:
+    """The average of the token vectors over the real tokens ([CLS] and [SEP] included, padding left out).
 
+    This is the sentence vector that sentence-transformers models (all-MiniLM-L6-v2
+    among them) are trained to produce. A row without real tokens gives zeros.
+    Shapes: hidden (B, T, D), padding_mask (B, T) True on real tokens -> (B, D).
+    """
+    if hidden.ndim != 3:
+        raise ValueError(f"hidden: expected token vectors (B, T, D), got shape {tuple(hidden.shape)}")
+    keep = torch.as_tensor(np.asarray(padding_mask) if not isinstance(padding_mask, torch.Tensor) else padding_mask, device=hidden.device)
+    if tuple(keep.shape) != tuple(hidden.shape[:2]):
+        raise ValueError(f"padding_mask: expected {tuple(hidden.shape[:2])} like hidden's (B, T), got {tuple(keep.shape)}")
+    w = keep.to(hidden.dtype)[..., None]  # (B, T, 1): 1 on real tokens, 0 on padding
+    return (hidden * w).sum(1) / w.sum(1).clamp_min(1.0)  # (B, D)
+
+
+class BertClassifier(nn.Module):
+    """BERT plus a sentence-classification head: dropout, then a linear layer on one vector per sentence.
+
+    ``pooling`` chooses that vector: "cls" (default) is BERT's pooler,
+    tanh(W h_[CLS] + b), the vector BERT itself was fine-tuned from; "mean" is
+    ``mean_pool`` of the final token vectors, the vector sentence-transformers
+    checkpoints such as all-MiniLM-L6-v2 were trained to give. With "mean" the
+    pooler takes no part and gets no gradient (the optimiser skips it).
     Shapes: forward(token_ids (B, T), ...) -> logits (B, C), or (logits, L weights (B, H, T, T))
     with ``return_attention``.
     """
 
-    def __init__(self, config: BertConfig, num_classes: int = 2) -> None:
+    def __init__(self, config: BertConfig, num_classes: int = 2, pooling: str = "cls") -> None:
         super().__init__()
         if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
             raise ValueError(f"num_classes: expected an int >= 2, got {num_classes!r}")
-        self.config, self.num_classes = config, num_classes
+        self.config, self.num_classes, self.pooling = config, num_classes, check_pooling(pooling)
         self.bert = Bert(config)
         self.head = Linear(config.d_model, num_classes)
         with torch.no_grad():
@@ -170,7 +197,11 @@ class BertClassifier(nn.Module):
         return_attention: bool = False,
     ):
         training = self.training if training is None else training
-        _, pooled, weights = self.bert(token_ids, segment_ids, padding_mask, training)
+        token_ids, segment_ids, padding_mask = _unpack(token_ids, segment_ids, padding_mask)
+        sequence, pooled, weights = self.bert(token_ids, segment_ids, padding_mask, training)  # (B, T, D), (B, D)
+        if self.pooling == "mean":
+            keep = _keep_mask(_as_ids("token_ids", token_ids, sequence.device), padding_mask, self.config.pad_id)  # (B, T)
+            pooled = mean_pool(sequence, keep)  # (B, D)
         logits = self.head(_dropout(pooled, self.config.dropout, training))  # (B, C)
         return (logits, weights) if return_attention else logits
 
@@ -299,16 +330,20 @@ def pretrain_mlm(
     return history
 
 
-def load_pretrained(name_or_path: str | os.PathLike | None = None, num_classes: int | None = None, dropout: float = 0.1):
+def load_pretrained(
+    name_or_path: str | os.PathLike | None = None, num_classes: int | None = None, dropout: float = 0.1, pooling: str = "cls"
+):
     """The course's BERT holding pretrained Hugging Face weights.
 
     ``name_or_path``: None (the packaged all-MiniLM-L6-v2), a local Hugging Face
     folder, or a hub name (online; offline it falls back to the packaged weights
     with a warning). ``num_classes``: None gives a ``Bert``; a number gives a
-    ``BertClassifier`` whose body is pretrained and whose head is new.
+    ``BertClassifier`` whose body is pretrained and whose head is new, reading
+    the sentence vector that ``pooling`` names ("cls" or "mean", see ``BertClassifier``).
     Returns (model, folder); ``weights.load_tokenizer(folder)`` gives its tokenizer.
     Shapes: none.
     """
+    check_pooling(pooling)
     folder = resolve_model_dir(name_or_path)
     hf_config, state = read_hf_folder(folder)
     config = BertConfig.from_hf(hf_config, dropout=dropout)
@@ -317,7 +352,7 @@ def load_pretrained(name_or_path: str | os.PathLike | None = None, num_classes: 
         model = Bert(config)
         load_weights(model, course)
     else:
-        model = BertClassifier(config, num_classes)
+        model = BertClassifier(config, num_classes, pooling)
         weights = export_weights(model)
         weights.update({f"bert.{k}": v for k, v in course.items()})
         load_weights(model, weights)
@@ -439,3 +474,28 @@ def predict_proba(model: BertClassifier, inputs: dict, batch_size: int = 128, pr
         idx = np.arange(i, min(i + batch_size, n))
         out.append(torch.softmax(model(_rows(inputs, idx, device), training=False).float(), dim=-1).cpu().numpy())
     return np.concatenate(out)
+
+
+@torch.no_grad()
+def sentence_vectors(model: Bert, inputs: dict, batch_size: int = 128, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Both kinds of sentence vector from one pass of the encoder, batch by batch, in evaluation mode.
+
+    ``model`` is a ``Bert`` (or a ``BertClassifier``, whose body is used).
+    Returns (the pooler's tanh(W h_[CLS] + b), ``mean_pool`` of the final token vectors).
+    Shapes: inputs {"token_ids": (N, T), ...} -> (N, D), (N, D).
+    """
+    from tqdm.auto import tqdm
+
+    body = model.bert if isinstance(model, BertClassifier) else model
+    if not isinstance(body, Bert):
+        raise ValueError(f"model: expected a Bert or a BertClassifier, got {type(model).__name__}")
+    body.eval()
+    device = _device(body)
+    n = len(np.asarray(inputs["token_ids"]))
+    cls, mean = [], []
+    for i in tqdm(range(0, n, batch_size), desc="encoding", disable=not progress, leave=False):
+        batch = _rows(inputs, np.arange(i, min(i + batch_size, n)), device)
+        sequence, pooled, _ = body(batch, training=False)  # (b, T, D), (b, D)
+        cls.append(pooled.float().cpu().numpy())
+        mean.append(mean_pool(sequence, _keep_mask(batch["token_ids"], batch.get("padding_mask"), body.config.pad_id)).float().cpu().numpy())
+    return np.concatenate(cls), np.concatenate(mean)
