@@ -275,7 +275,7 @@ def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, s
         raise ValueError(f"train_y: expected ({len(x)},) labels of 0 or 1, got shape {y.shape} with values {np.unique(y)[:5]}")
     if z.ndim != 2 or z.shape[1] != x.shape[1]:
         raise ValueError(f"test_x: expected (M, {x.shape[1]}) like train_x, got shape {z.shape}")
-    _positive_int("steps", steps)
+    check_positive_int("steps", steps)
     if not lr > 0:
         raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")
     mu, sd = x.mean(0), x.std(0) + 1e-6

@@ -154,10 +154,7 @@ class Bert(keras.Model):
         self.config = c
         self.embeddings = BertEmbeddings(c, name="embeddings")
         self.blocks = [
-            EncoderBlock(
-                c.d_model, c.num_heads, c.d_ff, c.dropout, norm_first=False, layer_norm_eps=c.layer_norm_eps,
-                activation="gelu", name=f"blocks_{i}",
-            )
+            EncoderBlock.from_config(c, norm_first=False, activation="gelu", name=f"blocks_{i}")  # BERT: post-LN, GELU
             for i in range(c.num_layers)
         ]
         self.pooler = Linear(c.d_model, c.d_model, name="pooler")

@@ -130,7 +130,7 @@ class Bert(nn.Module):
         self.config = c
         self.embeddings = BertEmbeddings(c)
         self.blocks = nn.ModuleList(
-            EncoderBlock(c.d_model, c.num_heads, c.d_ff, c.dropout, norm_first=False, layer_norm_eps=c.layer_norm_eps, activation="gelu")
+            EncoderBlock.from_config(c, norm_first=False, activation="gelu")  # BERT: post-LN, GELU
             for _ in range(c.num_layers)
         )
         self.pooler = Linear(c.d_model, c.d_model)
