@@ -62,6 +62,28 @@ def test_twins_share_names_and_signatures(concept: str) -> None:
             assert "Shapes:" in t[name].__doc__, f"{concept}.{name}: docstring needs a 'Shapes:' line"
 
 
+def _defined_in_order(module) -> list[str]:
+    """The public names a module defines itself (not re-exports), in the order of its source."""
+    own = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if (inspect.isclass(obj) or inspect.isfunction(obj)) and obj.__module__ == module.__name__:
+            own.append((inspect.getsourcelines(obj)[1], name))
+    return [name for _, name in sorted(own)]
+
+
+@pytest.mark.parametrize("concept", CONCEPTS)
+def test_twins_define_their_public_names_in_the_order_of_all(concept: str) -> None:
+    """A reader can put the two files side by side: each defines its public names in
+    its ``__all__`` order (and the twins' ``__all__`` are equal, tested above)."""
+    for twin in ("torch_impl", "keras_impl"):
+        module = importlib.import_module(f"utils.{concept}.{twin}")
+        defined = _defined_in_order(module)
+        assert defined, f"utils.{concept}.{twin} defines none of its public names"
+        listed = [n for n in module.__all__ if n in defined]
+        assert defined == listed, f"utils.{concept}.{twin}: defined in the order {defined}, __all__ says {listed}"
+
+
 @pytest.mark.parametrize("concept", [c for c in CONCEPTS if (UTILS / c / "numpy_ref.py").exists()])
 def test_numpy_reference_matches_twin_signatures(concept: str) -> None:
     ref = _public(importlib.import_module(f"utils.{concept}.numpy_ref"))

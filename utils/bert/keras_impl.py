@@ -33,11 +33,13 @@ from .weights import hf_to_course, read_hf_folder, resolve_model_dir  # noqa: E4
 __all__ = [
     "encode_texts",
     "warmup_linear_decay",
+    "export_weights",
+    "load_weights",
     "BertEmbeddings",
     "Bert",
+    "mean_pool",
     "BertClassifier",
     "BertForMaskedLM",
-    "mean_pool",
     "mask_tokens",
     "mlm_loss",
     "pretrain_mlm",
@@ -47,8 +49,6 @@ __all__ = [
     "fine_tune",
     "predict_proba",
     "sentence_vectors",
-    "export_weights",
-    "load_weights",
 ]
 
 Tensor = Any
@@ -323,6 +323,54 @@ def mlm_loss(logits: Tensor, labels: Any) -> Tensor:
     return ops.sum(nll * w) / ops.maximum(ops.sum(w), 1.0)
 
 
+def pretrain_mlm(
+    model: BertForMaskedLM,
+    token_ids: np.ndarray,
+    mask_id: int,
+    special_ids: Sequence[int],
+    steps: int = 500,
+    batch_size: int = 32,
+    peak_lr: float = 1e-3,
+    warmup_fraction: float = 0.1,
+    seed: int = 0,
+    max_seconds: float | None = None,
+    progress: bool = True,
+) -> dict[str, list[float]]:
+    """Masked-language-model pre-training: draw a batch, mask it afresh, predict the chosen tokens.
+
+    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1.
+    Batch rows are drawn by a NumPy generator seeded with ``seed``.
+    Returns {"loss": per step, "seconds": elapsed per step}.
+    Shapes: token_ids (N, T).
+    """
+    from tqdm.auto import tqdm
+
+    ids = np.asarray(token_ids)
+    if ids.ndim != 2:
+        raise ValueError(f"token_ids: expected (N, T), got shape {ids.shape}")
+    optimizer, _ = make_optimizer(model, peak_lr, steps, warmup_fraction)
+    rng = np.random.default_rng(seed)
+    pad_id = model.config.pad_id
+
+    def step_fn(inputs: Tensor, labels: Tensor, keep: Tensor) -> Tensor:
+        with tf.GradientTape() as tape:
+            logits, _ = model(inputs, None, keep, training=True)
+            loss = mlm_loss(logits, labels)
+        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
+    history: dict[str, list[float]] = {"loss": [], "seconds": []}
+    start = time.perf_counter()
+    for step in tqdm(range(steps), desc="MLM pre-training", disable=not progress, leave=False):
+        batch = ids[rng.integers(0, len(ids), batch_size)]
+        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + step)
+        history["loss"].append(float(step_fn(inputs, labels, ops.convert_to_tensor(batch != pad_id))))
+        history["seconds"].append(time.perf_counter() - start)
+        if max_seconds is not None and history["seconds"][-1] > max_seconds:
+            break
+    return history
+
+
 class _WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """warmup_linear_decay as a Keras schedule; ``step`` is the optimizer's 0-based iteration count."""
 
@@ -427,54 +475,6 @@ def fine_tune_step(model: BertClassifier, optimizer: Any, batch: dict, labels: A
         loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
     _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
     return float(loss)
-
-
-def pretrain_mlm(
-    model: BertForMaskedLM,
-    token_ids: np.ndarray,
-    mask_id: int,
-    special_ids: Sequence[int],
-    steps: int = 500,
-    batch_size: int = 32,
-    peak_lr: float = 1e-3,
-    warmup_fraction: float = 0.1,
-    seed: int = 0,
-    max_seconds: float | None = None,
-    progress: bool = True,
-) -> dict[str, list[float]]:
-    """Masked-language-model pre-training: draw a batch, mask it afresh, predict the chosen tokens.
-
-    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1.
-    Batch rows are drawn by a NumPy generator seeded with ``seed``.
-    Returns {"loss": per step, "seconds": elapsed per step}.
-    Shapes: token_ids (N, T).
-    """
-    from tqdm.auto import tqdm
-
-    ids = np.asarray(token_ids)
-    if ids.ndim != 2:
-        raise ValueError(f"token_ids: expected (N, T), got shape {ids.shape}")
-    optimizer, _ = make_optimizer(model, peak_lr, steps, warmup_fraction)
-    rng = np.random.default_rng(seed)
-    pad_id = model.config.pad_id
-
-    def step_fn(inputs: Tensor, labels: Tensor, keep: Tensor) -> Tensor:
-        with tf.GradientTape() as tape:
-            logits, _ = model(inputs, None, keep, training=True)
-            loss = mlm_loss(logits, labels)
-        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return loss
-
-    history: dict[str, list[float]] = {"loss": [], "seconds": []}
-    start = time.perf_counter()
-    for step in tqdm(range(steps), desc="MLM pre-training", disable=not progress, leave=False):
-        batch = ids[rng.integers(0, len(ids), batch_size)]
-        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + step)
-        history["loss"].append(float(step_fn(inputs, labels, ops.convert_to_tensor(batch != pad_id))))
-        history["seconds"].append(time.perf_counter() - start)
-        if max_seconds is not None and history["seconds"][-1] > max_seconds:
-            break
-    return history
 
 
 class _Batches(keras.utils.PyDataset):

@@ -26,11 +26,13 @@ from .weights import hf_to_course, read_hf_folder, resolve_model_dir
 __all__ = [
     "encode_texts",
     "warmup_linear_decay",
+    "export_weights",
+    "load_weights",
     "BertEmbeddings",
     "Bert",
+    "mean_pool",
     "BertClassifier",
     "BertForMaskedLM",
-    "mean_pool",
     "mask_tokens",
     "mlm_loss",
     "pretrain_mlm",
@@ -40,8 +42,6 @@ __all__ = [
     "fine_tune",
     "predict_proba",
     "sentence_vectors",
-    "export_weights",
-    "load_weights",
 ]
 
 
