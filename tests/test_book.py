@@ -52,7 +52,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         _skip_or_fail(f"book test: {missing}")
     work = tmp_path_factory.mktemp("book")
     start = time.perf_counter()
-    result = book.build("smoke", [LESSON], work=work, cache=ROOT / "build" / "book" / "executed", log=lambda _: None)
+    result = book.build("smoke", [LESSON], work=work, cache=ROOT / "build" / "book" / "executed", pin_threads=True,
+                        log=lambda _: None)
     seconds = time.perf_counter() - start
     assert seconds < BUILD_BUDGET_S, f"the lesson-1 book took {seconds:.0f} s to build (budget {BUILD_BUDGET_S} s)"
     out = result["out"]

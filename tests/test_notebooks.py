@@ -7,6 +7,7 @@ the key results they record (``utils.runtime.record``) can be compared.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -67,3 +68,22 @@ def test_solution_notebook_runs(path: Path) -> None:
     print(f"{path.name}: {result['seconds']:.1f} s")
     leaked = FORBIDDEN[fw] & set(result["modules"])
     assert not leaked, f"{path.name} imported {sorted(leaked)}"
+
+
+def test_the_notebook_benchmark_records_wall_and_kernel_cpu_time(tmp_path: Path) -> None:
+    """`python -m benchmarks.notebooks` (the smoke run of `make bench notebooks`): one row per
+    notebook with the wall time and the kernel's own CPU time, which a busy machine inflates less."""
+    from benchmarks import notebooks as bench
+
+    out = tmp_path / "times.json"
+    code = bench.main(["--profile", "smoke", "--lessons", "01_soft_attention", "--frameworks", "pytorch",
+                       "--json", str(out), "--no-book-cache"])
+    assert code == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [(r["lesson"], r["framework"], r["profile"]) for r in rows] == [("01_soft_attention", "pytorch", "smoke")]
+    row = rows[0]
+    # the kernel did real work (imports torch, trains a little) and cannot have used more CPU
+    # than its wall time times the machine's cores
+    assert 0.5 < row["kernel_cpu_seconds"] <= row["seconds"] * (os.cpu_count() or 1) + 1, row
+    with pytest.raises(SystemExit):
+        bench.main(["--lessons", "99_no_such_lesson"])

@@ -290,7 +290,7 @@ def test_a_tiny_model_overfits_a_few_examples(impl):
                                  num_decoder_layers=1, max_len=8, dropout=0.0)
     model = impl.Transformer(c)
     before = sequence_accuracy(impl.greedy_decode(model, src, 6), to)
-    h = impl.train_transformer(model, src, ti, to, epochs=50, batch_size=16, warmup_steps=20, lr_scale=0.3,
+    h = impl.train_transformer(model, src, ti, to, epochs=120, batch_size=16, warmup_steps=20, lr_scale=0.3,
                                smoothing=0.0, progress=False)
     after = sequence_accuracy(impl.greedy_decode(model, src, 6), to)
     assert before < 0.2 and after == 1.0 and h["loss"][-1] < 0.1, (before, after, h["loss"][-1])

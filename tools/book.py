@@ -137,20 +137,26 @@ def cache_key(notebook: Path, profile: str) -> str:
     return h.hexdigest()[:20]
 
 
-def executed(notebook: Path, profile: str, cache: Path, timeout: int, log=print) -> tuple[Path, bool]:
-    """The executed copy of ``notebook`` (from the cache, or run now); True if it ran now."""
-    key = cache_key(notebook, profile)
-    folder = cache / profile
-    target = folder / f"{notebook.stem}.{key}.ipynb"
-    if target.exists():
-        return target, False
+def cached(notebook: Path, profile: str, cache: Path) -> Path | None:
+    """The cached executed copy of ``notebook`` for its current sources, or None."""
+    target = cache / profile / f"{notebook.stem}.{cache_key(notebook, profile)}.ipynb"
+    return target if target.exists() else None
+
+
+def run(notebook: Path, profile: str, timeout: int, pin_threads: bool = False, log=print) -> dict:
+    """Execute ``notebook`` as the book shows it (inline figures); one retry after a stall.
+
+    Returns ``notebook_runner.run_notebook``'s result. ``pin_threads=False`` (the default)
+    gives the kernel the machine's thread count, as a learner's kernel has: the book runs
+    one notebook at a time.
+    """
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
     for attempt in (1, 2):
         log(f"  executing {notebook.relative_to(ROOT)} ({profile} profile) ...")
         try:
-            result = notebook_runner.run_notebook(notebook, profile=profile, timeout=timeout, inline_plots=True)
-            break
+            return notebook_runner.run_notebook(notebook, profile=profile, timeout=timeout, inline_plots=True,
+                                                pin_threads=pin_threads)
         except (CellTimeoutError, DeadKernelError) as exc:
             # Seen once on a loaded machine: the kernel went idle and the cell's reply never
             # came. Such a stall is not the notebook's fault: run it once more.
@@ -159,17 +165,37 @@ def executed(notebook: Path, profile: str, cache: Path, timeout: int, log=print)
             log(f"  {notebook.name}: {type(exc).__name__}; running it once more")
         except Exception as exc:  # a failing cell: say which notebook, keep the old cache entry
             raise BookError(f"{notebook.relative_to(ROOT)} failed in the {profile} profile:\n{exc}") from None
+    raise AssertionError("unreachable")
+
+
+def store(notebook: Path, profile: str, cache: Path, result: dict) -> Path:
+    """Put a run's executed notebook in the cache (replacing older versions); return its path."""
+    key = cache_key(notebook, profile)
+    folder = cache / profile
+    target = folder / f"{notebook.stem}.{key}.ipynb"
     nb = result["notebook"]
     if nb.cells and nb.cells[-1].source == notebook_runner._PROBE:
         nb.cells.pop()  # the runner's module probe
-    nb.metadata["course_book"] = {"key": key, "profile": profile, "seconds": round(result["seconds"], 1)}
+    nb.metadata["course_book"] = {"key": key, "profile": profile, "seconds": round(result["seconds"], 1),
+                                  "cpu_seconds": round(result["cpu_seconds"], 1)}
     folder.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(".tmp")
     nbformat.write(nb, tmp)
     for old in folder.glob(f"{notebook.stem}.*.ipynb"):  # older versions of this notebook
         old.unlink()
     tmp.replace(target)
-    log(f"  executed {notebook.name} in {result['seconds']:.0f} s")
+    return target
+
+
+def executed(notebook: Path, profile: str, cache: Path, timeout: int, pin_threads: bool = False,
+             log=print) -> tuple[Path, bool]:
+    """The executed copy of ``notebook`` (from the cache, or run now); True if it ran now."""
+    target = cached(notebook, profile, cache)
+    if target is not None:
+        return target, False
+    result = run(notebook, profile, timeout, pin_threads, log)
+    target = store(notebook, profile, cache, result)
+    log(f"  executed {notebook.name} in {result['seconds']:.0f} s ({result['cpu_seconds']:.0f} s kernel CPU)")
     return target, True
 
 
@@ -580,8 +606,12 @@ def jupyter_book_missing() -> str | None:
 
 def build(profile: str = "cpu", names: list[str] | None = None, work: Path = WORK, out: Path | None = None,
           cache: Path | None = None, timeout: int = 1200, mathjax: Path | None = None,
-          fetch: bool = False, log=print) -> dict:
-    """Build the book; return the output folder, what ran and the seconds each step took."""
+          fetch: bool = False, pin_threads: bool = False, log=print) -> dict:
+    """Build the book; return the output folder, what ran and the seconds each step took.
+
+    ``pin_threads`` gives each kernel one thread (for a build beside other work, as in the
+    tests); by default a kernel has the machine's threads, as a learner's has.
+    """
     missing = jupyter_book_missing()
     if missing:
         raise BookError(missing)
@@ -601,7 +631,8 @@ def build(profile: str = "cpu", names: list[str] | None = None, work: Path = WOR
     executed_nbs = {}
     for name in names:
         for fw in FRAMEWORK_NAMES:
-            path, now = executed(ROOT / "lessons" / name / f"{name}_{fw}.ipynb", profile, cache, timeout, log)
+            path, now = executed(ROOT / "lessons" / name / f"{name}_{fw}.ipynb", profile, cache, timeout,
+                                 pin_threads, log)
             executed_nbs[name, fw] = path
             if now:
                 ran.append(path.name.split(".")[0])

@@ -12,8 +12,9 @@ from nbclient import NotebookClient
 ROOT = Path(__file__).resolve().parent.parent  # the course folder
 FRAMEWORK_MODULES = ("torch", "tensorflow", "keras")
 _PROBE = (
-    "import sys as _s, json as _j\n"
-    f"print('__MODULES__' + _j.dumps(sorted(m for m in {FRAMEWORK_MODULES!r} if m in _s.modules)))"
+    "import sys as _s, json as _j, time as _t\n"
+    f"print('__MODULES__' + _j.dumps(sorted(m for m in {FRAMEWORK_MODULES!r} if m in _s.modules)))\n"
+    "print('__CPU__' + repr(_t.process_time()))"
 )
 
 
@@ -25,7 +26,10 @@ def run_notebook(
     inline_plots: bool = False,
     pin_threads: bool = True,
 ) -> dict:
-    """Execute a notebook in its own folder; return the frameworks it imported and the seconds taken.
+    """Execute a notebook in its own folder; return the frameworks it imported and the time taken.
+
+    ``seconds`` is the wall time of the whole run (kernel start included); ``cpu_seconds``
+    is the CPU time the kernel process used (all its threads), read by a last probe cell.
 
     ``pin_threads`` gives each kernel one thread: on 2 cores, kernels running
     side by side with default thread counts were several times slower.
@@ -58,7 +62,8 @@ def run_notebook(
     seconds = time.perf_counter() - start
     text = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.get("output_type") == "stream")
     modules = json.loads(text.split("__MODULES__", 1)[1].splitlines()[0])
-    return {"modules": modules, "seconds": seconds, "notebook": nb}
+    cpu_seconds = float(text.split("__CPU__", 1)[1].splitlines()[0])
+    return {"modules": modules, "seconds": seconds, "cpu_seconds": cpu_seconds, "notebook": nb}
 
 
 def headings(path: Path) -> list[str]:
