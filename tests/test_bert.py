@@ -206,6 +206,19 @@ def test_sentence_vectors_twins_agree_and_match_the_model() -> None:
         T.sentence_vectors(T.BertForMaskedLM(c), b)
 
 
+def test_the_weight_names_live_once_and_agree() -> None:
+    """The names the Hugging Face map fills, the names ``hf_to_course`` expects, and the names and
+    shapes of both twins' models are one list: a renamed parameter breaks this test, not a load."""
+    for c in (_config(), _config(d_model=48, num_heads=6, d_ff=40, num_layers=3, type_vocab_size=3)):
+        expected = weights._expected_course_names(c)
+        mapped = {course.format(i=i) for course, _ in weights.HF_TO_COURSE.values() for i in range(c.num_layers)}
+        assert mapped == set(expected), sorted(mapped ^ set(expected))
+        for name, impl in (("torch", T), ("keras", K)):
+            model_weights = impl.export_weights(impl.Bert(c))
+            shapes = {k: tuple(v.shape) for k, v in model_weights.items()}
+            assert shapes == expected, f"{name}: {sorted(set(shapes) ^ set(expected)) or 'shapes differ'}"
+
+
 def test_parameter_count_matches_the_models() -> None:
     for c in (_config(), _config(d_model=48, num_heads=6, d_ff=40, num_layers=3, type_vocab_size=3)):
         counts = common.parameter_count(c)
