@@ -273,7 +273,6 @@ def test_every_explorer_slider_shows_its_whole_label() -> None:
     import ipywidgets as w
     import matplotlib.pyplot as plt
 
-    from utils import widgets as course_widgets
     from utils.attention import explorer as att_explorer
     from utils.positional import explorer as pos_explorer
     from utils.seq2seq import explorer as s2s_explorer
@@ -282,8 +281,8 @@ def test_every_explorer_slider_shows_its_whole_label() -> None:
     rng = np.random.default_rng(0)
     att = {k: [rng.random((1, 2, 3, 3))] for k in tr_explorer.KINDS}
     built = [
-        course_widgets.query_explorer(rng.normal(size=(4, 2))),
-        course_widgets.temperature_explorer(rng.normal(size=5)),
+        att_explorer.query_explorer(rng.normal(size=(4, 2))),
+        att_explorer.temperature_explorer(rng.normal(size=5)),
         pos_explorer.encoding_explorer(rng.normal(size=(16, 8)), position=4),
         s2s_explorer.decode_stepper(list("abc"), list("xy") + ["<eos>"], rng.random((3, 3))),
         tr_explorer.attention_explorer(att, [list("abc")], [list("xyz")]),
