@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from utils.data import babi
+from utils.data import babi, babi_sim
 
 EDGE_CASES = """\
 1 Mary got the milk there.
@@ -90,7 +90,7 @@ def test_task_file_accepts_the_archive_root(tmp_path: Path) -> None:
 
 
 def test_validation_split_takes_ten_percent_of_train_without_overlap(tmp_path: Path) -> None:
-    folder = babi.write_simulated(tmp_path, tasks=[1], n_train=200, n_test=50)
+    folder = babi_sim.write_simulated(tmp_path, tasks=[1], n_train=200, n_test=50)
     data = babi.load_task(folder, 1)
     assert len(data["valid"]) == 20 and len(data["train"]) == 180 and len(data["test"]) == 50
     every = babi.read_babi_file(babi.task_file(folder, 1, "train"))
@@ -133,9 +133,9 @@ def _solve_where_object(ex: babi.Example) -> tuple[str, set[int]]:
     return state[1], {state[2], state[3]}
 
 
-@pytest.mark.parametrize("task", babi.SIMULATED_TASKS)
+@pytest.mark.parametrize("task", babi_sim.SIMULATED_TASKS)
 def test_simulated_files_parse_and_their_supporting_facts_are_right(tmp_path: Path, task: int) -> None:
-    folder = babi.write_simulated(tmp_path, tasks=[task], n_train=120, n_test=30, seed=3)
+    folder = babi_sim.write_simulated(tmp_path, tasks=[task], n_train=120, n_test=30, seed=3)
     examples = babi.read_babi_file(babi.task_file(folder, task, "train"), task=task)
     assert len(examples) >= 120
     answers = set()
@@ -163,16 +163,16 @@ def test_simulated_files_parse_and_their_supporting_facts_are_right(tmp_path: Pa
 
 
 def test_simulator_is_deterministic_and_rejects_other_tasks(tmp_path: Path) -> None:
-    assert babi.simulate_task(2, 30, seed=1) == babi.simulate_task(2, 30, seed=1)
-    assert babi.simulate_task(2, 30, seed=1) != babi.simulate_task(2, 30, seed=2)
+    assert babi_sim.simulate_task(2, 30, seed=1) == babi_sim.simulate_task(2, 30, seed=1)
+    assert babi_sim.simulate_task(2, 30, seed=1) != babi_sim.simulate_task(2, 30, seed=2)
     with pytest.raises(ValueError, match="simulator writes tasks"):
-        babi.simulate_task(3, 10)
+        babi_sim.simulate_task(3, 10)
     with pytest.raises(ValueError, match="n_questions"):
-        babi.simulate_task(1, 0)
+        babi_sim.simulate_task(1, 0)
 
 
 def test_simulated_format_matches_the_real_layout(tmp_path: Path) -> None:
-    text = babi.simulate_task(16, 3)
+    text = babi_sim.simulate_task(16, 3)
     assert re.fullmatch(r"(\d+ [^\t\n]+(\t[a-z,]+\t\d+( \d+)*)?\n)+", text), text
 
 

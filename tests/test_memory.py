@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from utils.data import babi
+from utils.data import babi, babi_sim
 from utils.memory import numpy_ref as ref
 from utils.memory.training import TrainConfig, schedule
 
@@ -221,7 +221,7 @@ def test_schedule_runs_the_linear_start_then_halves_the_rate() -> None:
 
 @pytest.fixture(scope="module")
 def task1(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, int]:
-    folder = babi.write_simulated(tmp_path_factory.mktemp("babi"), tasks=[1], n_train=1000, n_test=200)
+    folder = babi_sim.write_simulated(tmp_path_factory.mktemp("babi"), tasks=[1], n_train=1000, n_test=200)
     data = babi.load_task(folder, 1)
     vocab = babi.build_vocab(*data.values())
     J = max(len(s) for split in data.values() for ex in split for s in (*ex.story, ex.question))
