@@ -235,6 +235,58 @@ def _project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.
     return x @ w if b is None else torch.addmm(b, x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[1])
 
 
+def _heads(
+    queries: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    w_qkv: torch.Tensor,
+    b_qkv: torch.Tensor | None,
+    num_heads: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Project queries, keys and values with their thirds of ``w_qkv``; split each into heads.
+
+    Two fast paths give the same numbers with fewer matmuls and copies:
+
+    * self-attention (``queries is keys is values``): one (D, 3D) matmul instead of
+      three, then one copy that lays every head's slice side by side in memory, so the
+      batched matmuls that follow need no further copies;
+    * ``keys is values`` (cross-attention on an encoder's memory): one (D, 2D) matmul
+      for the keys and the values.
+
+    Shapes: queries (B, Tq, D), keys and values (B, Tk, D) -> q (B, H, Tq, Dh), k and v (B, H, Tk, Dh).
+    """
+    d = queries.shape[-1]
+    if queries is keys and keys is values:  # fast path: self-attention
+        b, t, _ = queries.shape
+        qkv = _project(queries, w_qkv, b_qkv)  # (B, T, 3D)
+        qkv = qkv.reshape(b, t, 3, num_heads, d // num_heads).permute(2, 0, 3, 1, 4).contiguous()  # (3, B, H, T, Dh)
+        q, k, v = qkv.unbind(0)
+        return q, k, v
+    wq, wk, wv = w_qkv.split(d, dim=1)  # each (D, D)
+    bq, bk, bv = (None, None, None) if b_qkv is None else b_qkv.split(d)  # each (D,)
+    q = _project(queries, wq, bq)  # (B, Tq, D)
+    if keys is values:  # fast path: keys and values from one input
+        k, v = _project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]).split(d, dim=-1)
+    else:
+        k, v = _project(keys, wk, bk), _project(values, wv, bv)  # (B, Tk, D)
+    return split_heads(q, num_heads), split_heads(k, num_heads), split_heads(v, num_heads)
+
+
+def _softmax_over_keys(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Softmax along the last axis (the keys); masked-out keys get weight 0.
+
+    Fast path: when no gradient is needed (inference), the softmax writes over the
+    scores, so a (B, H, Tq, Tk) buffer is allocated once instead of twice; at long
+    sequence lengths this is most of the memory the layer uses.
+    Shapes: scores (B, H, Tq, Tk), mask broadcastable to it -> weights (B, H, Tq, Tk).
+    """
+    if mask is not None:
+        return masked_softmax(scores, mask)
+    if not scores.requires_grad:  # fast path: in place
+        return torch.softmax(scores, dim=-1, out=scores)
+    return torch.softmax(scores, dim=-1)
+
+
 def _attention_core(
     queries: torch.Tensor,
     keys: torch.Tensor,
@@ -247,35 +299,15 @@ def _attention_core(
     mask: torch.Tensor | None,
     dropout: float,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    b, tq, d = queries.shape
-    if queries is keys and keys is values:  # self-attention: one matmul for q, k and v
-        qkv = _project(queries, w_qkv, b_qkv)  # (B, T, 3D)
-        # One copy puts every head's slice side by side in memory, so the two
-        # batched matmuls below need no further copies.
-        qkv = qkv.reshape(b, tq, 3, num_heads, d // num_heads).permute(2, 0, 3, 1, 4).contiguous()  # (3, B, H, T, Dh)
-        q, k, v = qkv.unbind(0)  # 3 x (B, H, T, Dh)
-    else:  # cross-attention: project each input with its third of the weights
-        bq, bk, bv = (None, None, None) if b_qkv is None else b_qkv.split(d)
-        wq, wk, wv = w_qkv.split(d, dim=1)
-        q = _project(queries, wq, bq)  # (B, Tq, D)
-        if keys is values:
-            k, v = _project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]).split(d, dim=-1)
-        else:
-            k, v = _project(keys, wk, bk), _project(values, wv, bv)  # (B, Tk, D)
-        q = split_heads(q, num_heads)  # (B, H, Tq, Dh)
-        k = split_heads(k, num_heads)  # (B, H, Tk, Dh)
-        v = split_heads(v, num_heads)  # (B, H, Tk, Dh)
-    # Scale q before the matmul: the same numbers as scaling the scores, on Tq x Dh
-    # entries instead of Tq x Tk.
+    """Lesson 5's multi-head attention, one step per line (the speed tricks live, named,
+    in ``_heads`` and ``_softmax_over_keys``)."""
+    q, k, v = _heads(queries, keys, values, w_qkv, b_qkv, num_heads)  # (B, H, Tq, Dh), 2 x (B, H, Tk, Dh)
+    # Scale q before the matmul: the same as scaling the scores, on Tq x Dh entries instead of Tq x Tk.
     scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)  # (B, H, Tq, Tk)
-    if mask is not None:
-        weights = masked_softmax(scores, mask)  # (B, H, Tq, Tk)
-    elif scores.requires_grad:
-        weights = torch.softmax(scores, dim=-1)  # (B, H, Tq, Tk)
-    else:  # no gradient needed: the softmax overwrites the scores, one (B, H, Tq, Tk) buffer instead of two
-        weights = torch.softmax(scores, dim=-1, out=scores)  # (B, H, Tq, Tk)
+    weights = _softmax_over_keys(scores, mask)  # (B, H, Tq, Tk)
     attn = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
-    out = _project(merge_heads(attn @ v), w_o, b_o)  # (B, Tq, D)
+    heads = attn @ v  # (B, H, Tq, Dh): each head's weighted sum of its values
+    out = _project(merge_heads(heads), w_o, b_o)  # (B, Tq, H * Dh) -> (B, Tq, D)
     return out, weights
 
 
