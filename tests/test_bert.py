@@ -555,8 +555,9 @@ def test_benchmark_rejects_a_bad_eval_file(tmp_path: Path, capsys) -> None:
     assert code == 2 and "eval.tsv, line 3: expected label 0 or 1, got 'positive'" in err, err
 
 
-def test_keras_fit_takes_batches_of_different_lengths() -> None:
-    """Regression: model.fit fixes the batch shape from the first batch, so batches must not be trimmed there."""
+def test_fine_tuning_takes_batches_of_different_widths() -> None:
+    """Both twins trim each batch's padding (``trim_rows``), so one run sees batches of several
+    widths: the Keras twin's compiled step must take them all (it is traced once per width)."""
     ids = np.full((16, 40), 0)
     ids[:, :5] = np.random.default_rng(0).integers(5, 60, size=(16, 5))
     ids[15, :] = 7  # one long row: in the PyTorch twin one batch is 40 wide, the others 16
@@ -566,3 +567,16 @@ def test_keras_fit_takes_batches_of_different_lengths() -> None:
     assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()
     hist = T.fine_tune(T.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
     assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_segment_ids_out_of_range_are_named(impl) -> None:
+    """Both twins check both ends of the segment ids, with the same message."""
+    c = _config()
+    model = impl.Bert(c)
+    b = _batch(3, b=2)
+    for bad, said in ((-1, "min -1"), (c.type_vocab_size, f"max {c.type_vocab_size}")):
+        seg = np.zeros_like(b["token_ids"])
+        seg[0, 1] = bad
+        with pytest.raises(ValueError, match=f"segment_ids: expected ids in \\[0, {c.type_vocab_size}\\), got .*{said}"):
+            model({**b, "segment_ids": seg})

@@ -1,7 +1,7 @@
 """Keras 3 twin of BERT (same names and signatures as torch_impl).
 
-Written with ``keras.ops`` on the TensorFlow backend; fine-tuning uses
-``model.fit``. The blocks are ``utils.transformer``'s ``EncoderBlock`` with
+Written with ``keras.ops`` on the TensorFlow backend; fine-tuning runs the
+PyTorch twin's loop with a compiled (``tf.function``) step. The blocks are ``utils.transformer``'s ``EncoderBlock`` with
 ``norm_first=False`` (post-LN) and GELU.
 Shapes: B batch, T tokens, D d_model, H heads, F d_ff, V vocabulary size,
 C classes, L layers. Masks: ``padding_mask`` (B, T) is True on real tokens; the
@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import time
-import warnings
 from typing import Any, Sequence
 
 from utils.runtime import prepare_tensorflow_env
@@ -125,8 +124,10 @@ class BertEmbeddings(keras.layers.Layer):
         seg = ops.zeros_like(ids) if segment_ids is None else _as_ids("segment_ids", segment_ids)
         if tuple(seg.shape) != tuple(ids.shape):
             raise ValueError(f"segment_ids: expected {tuple(ids.shape)} like token_ids, got {tuple(seg.shape)}")
-        if tf.executing_eagerly() and int(ops.max(seg)) >= self.config.type_vocab_size:
-            raise ValueError(f"segment_ids: expected ids in [0, {self.config.type_vocab_size}), got max {int(ops.max(seg))}")
+        if tf.executing_eagerly():
+            lo, hi = int(ops.min(seg)), int(ops.max(seg))
+            if lo < 0 or hi >= self.config.type_vocab_size:
+                raise ValueError(f"segment_ids: expected ids in [0, {self.config.type_vocab_size}), got min {lo}, max {hi}")
         t_now = ops.shape(ids)[1]
         x = (
             ops.take(self.token, ids, axis=0)
@@ -477,53 +478,23 @@ def fine_tune_step(model: BertClassifier, optimizer: Any, batch: dict, labels: A
     return float(loss)
 
 
-class _Batches(keras.utils.PyDataset):
-    """The PyTorch twin's batches in its order: one seeded NumPy permutation per epoch, padding trimmed.
+def _compiled_step(model: BertClassifier, optimizer: Any):
+    """``fine_tune_step``'s maths as one TensorFlow graph: traced once per batch width
+    (``trim_rows`` keeps widths to multiples of 16, so a handful of traces), then run
+    without Python overhead. XLA stays off: compiling costs more than it saves here."""
+    optimizer.build(model.trainable_variables)  # its slots exist before the first trace
 
-    All epochs are laid end to end as one long Keras epoch (Keras calls a
-    PyDataset's on_epoch_end at times of its own choosing).
-    """
+    @tf.function(jit_compile=False)
+    def step(batch: dict, y: Tensor) -> Tensor:
+        with tf.GradientTape() as tape:
+            logits = model(batch, training=True)  # (B, C)
+            loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+        # With pooling="mean" the pooler takes no part: its gradients are None and it is
+        # skipped, as torch's AdamW skips parameters without a gradient.
+        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
 
-    def __init__(self, inputs: dict, labels: np.ndarray, batch_size: int, epochs: int, seed: int) -> None:
-        super().__init__()
-        self.inputs, self.labels, self.batch_size = inputs, np.asarray(labels), batch_size
-        rng = np.random.default_rng(seed)
-        self.per_epoch = math.ceil(len(self.labels) / batch_size)
-        self.orders = [rng.permutation(len(self.labels)) for _ in range(epochs)]
-
-    def __len__(self) -> int:
-        return self.per_epoch * len(self.orders)
-
-    def __getitem__(self, k: int):
-        epoch, b = divmod(k, self.per_epoch)
-        idx = self.orders[epoch][b * self.batch_size : (b + 1) * self.batch_size]
-        # Full width, not trimmed like the PyTorch twin's batches: model.fit's data pipeline
-        # fixes the shape from the first batch (and one width means one traced graph).
-        # Padding is masked, so the numbers are the same.
-        return {k: np.asarray(v)[idx] for k, v in self.inputs.items()}, self.labels[idx]
-
-
-class _History(keras.callbacks.Callback):
-    """Per-step loss (recovered from Keras's running mean), learning rate and time; stops after max_seconds."""
-
-    def __init__(self, history: dict, schedule: Any, max_seconds: float | None, bar: Any) -> None:
-        super().__init__()
-        self.history, self.schedule, self.max_seconds, self.bar = history, schedule, max_seconds, bar
-        self.start = time.perf_counter()
-        self.mean = 0.0
-
-    def on_train_batch_begin(self, batch: int, logs: dict | None = None) -> None:
-        self.history["lr"].append(float(self.schedule(self.model.optimizer.iterations)))
-
-    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
-        mean = float((logs or {}).get("loss", float("nan")))
-        self.history["loss"].append((batch + 1) * mean - batch * self.mean)  # this batch's own loss
-        self.mean = mean
-        self.history["seconds"].append(time.perf_counter() - self.start)
-        self.bar.update(1)
-        self.bar.set_postfix(loss=f"{self.history['loss'][-1]:.3f}")
-        if self.max_seconds is not None and self.history["seconds"][-1] > self.max_seconds:
-            self.model.stop_training = True
+    return step
 
 
 def fine_tune(
@@ -538,10 +509,11 @@ def fine_tune(
     max_seconds: float | None = None,
     progress: bool = True,
 ) -> dict[str, list[float]]:
-    """Fine-tune for sentence classification with ``model.compile`` + ``model.fit`` (AdamW, warm-up then linear decay).
+    """Fine-tune for sentence classification (AdamW, warm-up then linear decay, clipping at 1).
 
-    Batches come in the PyTorch twin's order (a NumPy permutation seeded with
-    ``seed``). Stops after ``max_seconds``, checked after every step.
+    The PyTorch twin's loop, step for step: batches drawn by a NumPy permutation
+    seeded with ``seed``, trailing padding cut by ``trim_rows``, one compiled step
+    per batch. Stops after ``max_seconds``, checked after every step.
     Returns {"loss": per step, "lr": per step, "seconds": per step}.
     Shapes: inputs {"token_ids": (N, T), "segment_ids": (N, T), "padding_mask": (N, T)}, labels (N,).
     """
@@ -551,17 +523,26 @@ def fine_tune(
     n = len(y)
     if any(len(np.asarray(v)) != n for v in inputs.values()):
         raise ValueError(f"inputs: expected {n} rows like labels, got {[len(np.asarray(v)) for v in inputs.values()]}")
-    data = _Batches(inputs, y, batch_size, epochs, seed)
-    optimizer, schedule = make_optimizer(model, peak_lr, len(data), warmup_fraction)
-    # One batch width, so the step is traced once (about 20 s on a CPU for MiniLM); XLA is off
-    # because compiling it costs more than it saves here.
-    model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=False)
+    steps_per_epoch = math.ceil(n / batch_size)
+    total = steps_per_epoch * epochs
+    optimizer, schedule = make_optimizer(model, peak_lr, total, warmup_fraction)
+    step = _compiled_step(model, optimizer)
+    rng = np.random.default_rng(seed)
     history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
-    with tqdm(total=len(data), desc="fine-tuning (model.fit)", disable=not progress, leave=False) as bar, warnings.catch_warnings():
-        # With pooling="mean" the pooler takes no part in the loss: Keras skips it, as torch's AdamW
-        # does, but warns as if the loss were missing. That warning is not for this case.
-        warnings.filterwarnings("ignore", message="Gradients do not exist for variables")
-        model.fit(data, epochs=1, verbose=0, shuffle=False, callbacks=[_History(history, schedule, max_seconds, bar)])
+    start = time.perf_counter()
+    with tqdm(total=total, desc="fine-tuning", disable=not progress, leave=False) as bar:
+        for _ in range(epochs):
+            order = rng.permutation(n)
+            for b in range(steps_per_epoch):
+                idx = order[b * batch_size : (b + 1) * batch_size]
+                history["lr"].append(float(schedule(optimizer.iterations)))
+                batch = {k: tf.convert_to_tensor(v) for k, v in trim_rows(inputs, idx).items()}
+                history["loss"].append(float(step(batch, tf.convert_to_tensor(y[idx].astype("int32")))))
+                history["seconds"].append(time.perf_counter() - start)
+                bar.update(1)
+                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}")
+                if max_seconds is not None and history["seconds"][-1] > max_seconds:
+                    return history
     return history
 
 

@@ -109,8 +109,9 @@ class BertEmbeddings(nn.Module):
         seg = torch.zeros_like(ids) if segment_ids is None else _as_ids("segment_ids", segment_ids, ids.device)
         if tuple(seg.shape) != (b, t):
             raise ValueError(f"segment_ids: expected {(b, t)} like token_ids, got {tuple(seg.shape)}")
-        if int(seg.min()) < 0 or int(seg.max()) >= self.config.type_vocab_size:
-            raise ValueError(f"segment_ids: expected ids in [0, {self.config.type_vocab_size}), got max {int(seg.max())}")
+        lo, hi = int(seg.min()), int(seg.max())
+        if lo < 0 or hi >= self.config.type_vocab_size:
+            raise ValueError(f"segment_ids: expected ids in [0, {self.config.type_vocab_size}), got min {lo}, max {hi}")
         x = self.token[ids] + self.position[:t][None] + self.segment[seg]  # (B, T, D)
         return _dropout(self.norm(x), self.config.dropout, training)
 
