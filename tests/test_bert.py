@@ -580,3 +580,42 @@ def test_segment_ids_out_of_range_are_named(impl) -> None:
         seg[0, 1] = bad
         with pytest.raises(ValueError, match=f"segment_ids: expected ids in \\[0, {c.type_vocab_size}\\), got .*{said}"):
             model({**b, "segment_ids": seg})
+
+
+def test_batch_order_plain_and_bucketed() -> None:
+    n, bs = 103, 8
+    plain = common.batch_order(n, bs, np.random.default_rng(3))
+    perm = np.random.default_rng(3).permutation(n)
+    assert [list(b) for b in plain] == [list(perm[i : i + bs]) for i in range(0, n, bs)], "plain: the permutation, cut"
+    lengths = np.random.default_rng(0).integers(3, 60, n)
+    bucketed = common.batch_order(n, bs, np.random.default_rng(3), lengths, pool=4)
+    assert sorted(np.concatenate(bucketed).tolist()) == list(range(n)), "every row exactly once"
+    assert max(len(b) for b in bucketed) == bs
+    spread = lambda batches: np.mean([np.ptp(lengths[b]) for b in batches])  # noqa: E731
+    assert spread(bucketed) < 0.5 * spread(plain), (spread(bucketed), spread(plain))
+    again = common.batch_order(n, bs, np.random.default_rng(3), lengths, pool=4)
+    assert all(np.array_equal(a, b) for a, b in zip(bucketed, again)), "the seed decides the order"
+    with pytest.raises(ValueError, match="lengths"):
+        common.batch_order(n, bs, np.random.default_rng(0), lengths[:-1])
+
+
+def test_bucketed_fine_tuning_twins_agree_and_the_clock_stops_it() -> None:
+    torch.manual_seed(2)
+    c = _config()
+    tm = T.BertClassifier(c, pooling="mean").eval()
+    km = K.BertClassifier(c, pooling="mean")
+    K.load_weights(km, T.export_weights(tm))
+    b = _batch(3, b=24)
+    b["token_ids"][::2, 6:] = 0  # short and long rows
+    b["padding_mask"] = b["token_ids"] != 0
+    y = np.random.default_rng(0).integers(0, 2, 24)
+    ht = T.fine_tune(tm, b, y, batch_size=6, peak_lr=1e-3, bucket=True, progress=False)
+    hk = K.fine_tune(km, b, y, batch_size=6, peak_lr=1e-3, bucket=True, progress=False)
+    np.testing.assert_allclose(ht["loss"], hk["loss"], atol=3e-4, err_msg="bucketed batches: the twins' losses differ")
+    for impl in (T, K):
+        ticks = iter(range(1000))  # a clock that advances one second per reading
+        h = impl.fine_tune(impl.BertClassifier(c), b, y, batch_size=6, max_seconds=1.5, clock=lambda: float(next(ticks)),
+                           progress=False)
+        assert len(h["loss"]) == 2 and h["seconds"] == [1.0, 2.0], h["seconds"]
+        with pytest.raises(ValueError, match="padding_mask"):
+            impl.fine_tune(impl.BertClassifier(c), {"token_ids": b["token_ids"]}, y, bucket=True, progress=False)

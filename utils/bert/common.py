@@ -35,6 +35,7 @@ __all__ = [
     "warmup_linear_decay",
     "check_mlm_args",
     "trim_rows",
+    "batch_order",
     "POOLINGS",
     "check_pooling",
     "parameter_count",
@@ -215,6 +216,35 @@ def trim_rows(inputs: dict, idx: np.ndarray, multiple: int = 16) -> dict[str, np
     longest = int(keep.any(axis=0).nonzero()[0].max()) + 1 if keep.any() else 1
     width = min(t, -(-longest // multiple) * multiple)
     return {k: (v[:, :width] if v.ndim == 2 and v.shape[1] == t else v) for k, v in rows.items()}
+
+
+def batch_order(n: int, batch_size: int, rng: np.random.Generator, lengths: np.ndarray | None = None,
+                pool: int = 50) -> list[np.ndarray]:
+    """One epoch's batches: lists of row indices, both twins' fine-tuning order.
+
+    Without ``lengths``: a permutation of the ``n`` rows cut into batches of
+    ``batch_size`` (the last may be shorter). With ``lengths`` (real tokens per row),
+    batches are bucketed by length: the permutation is cut into pools of ``pool``
+    batches, each pool is sorted by length and cut into batches, and the batches are
+    shuffled. Rows in a batch then have similar lengths, so ``trim_rows`` cuts most
+    of the padding; the order of the examples stays random at the scale of a pool.
+    Shapes: lengths (n,) -> list of (<= batch_size,) int arrays covering 0..n-1 once.
+    """
+    check_positive_int("batch_size", batch_size)
+    check_positive_int("pool", pool)
+    order = rng.permutation(n)
+    if lengths is None:
+        return [order[i : i + batch_size] for i in range(0, n, batch_size)]
+    lengths = np.asarray(lengths)
+    if lengths.shape != (n,):
+        raise ValueError(f"lengths: expected ({n},), one length per row, got shape {lengths.shape}")
+    batches = []
+    span = batch_size * pool
+    for i in range(0, n, span):
+        chunk = order[i : i + span]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
+    return [batches[k] for k in rng.permutation(len(batches))]
 
 
 POOLINGS = ("cls", "mean")  # BertClassifier(pooling=...): the pooled [CLS] vector, or the mean over real tokens
