@@ -35,3 +35,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def _course_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Everything the course writes during tests goes to a throw-away folder."""
     os.environ["ATTENTION_COURSE_CACHE"] = str(tmp_path_factory.mktemp("course_cache"))
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest):
+    """A NumPy generator of the test's own, seeded by its name: its random inputs never depend
+    on which tests ran before it (with -k, with xdist, or after a new test is added above it)."""
+    import zlib
+
+    import numpy as np
+
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))

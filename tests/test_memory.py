@@ -19,9 +19,6 @@ from utils.memory import torch_impl as pt  # noqa: E402
 keras_impl = pytest.importorskip("utils.memory.keras_impl")
 from keras import ops  # noqa: E402
 
-RNG = np.random.default_rng(0)
-
-
 def _batch(B: int = 3, M: int = 6, J: int = 5, V: int = 13, K: int = 3, D: int = 8, seed: int = 0):
     rng = np.random.default_rng(seed)
     stories = rng.integers(1, V, size=(B, M, J))
@@ -37,27 +34,27 @@ def _batch(B: int = 3, M: int = 6, J: int = 5, V: int = 13, K: int = 3, D: int =
 # ----------------------------------------------------------------------------- reference properties
 
 
-def test_position_encoding_formula_and_word_order() -> None:
+def test_position_encoding_formula_and_word_order(rng: np.random.Generator) -> None:
     pe = ref.position_encoding(4, 5)
     assert pe.shape == (4, 5)
     for j, k in [(1, 1), (2, 5), (4, 3)]:
         expected = (1 - j / 4) - (k / 5) * (1 - 2 * j / 4)
         assert np.isclose(pe[j - 1, k - 1], expected), (j, k)
-    emb = RNG.normal(size=(6, 5)).astype(np.float32)
+    emb = rng.normal(size=(6, 5)).astype(np.float32)
     a, b = np.array([[1, 2, 3, 0]]), np.array([[3, 2, 1, 0]])
     assert np.allclose(ref.embed_sentences(a, emb), ref.embed_sentences(b, emb)), "bag of words ignores order"
     assert not np.allclose(ref.embed_sentences(a, emb, pe), ref.embed_sentences(b, emb, pe)), "PE must see order"
 
 
-def test_padding_contributes_nothing_even_with_a_nonzero_pad_embedding() -> None:
-    emb = RNG.normal(size=(6, 4)).astype(np.float32)
+def test_padding_contributes_nothing_even_with_a_nonzero_pad_embedding(rng: np.random.Generator) -> None:
+    emb = rng.normal(size=(6, 4)).astype(np.float32)
     words = np.array([[2, 5, 0, 0]])
     assert np.allclose(ref.embed_sentences(words, emb), emb[2] + emb[5])
 
 
-def test_memory_hop_is_attention_over_memories() -> None:
-    u = RNG.normal(size=(2, 4))
-    m, c = RNG.normal(size=(2, 5, 4)), RNG.normal(size=(2, 5, 4))
+def test_memory_hop_is_attention_over_memories(rng: np.random.Generator) -> None:
+    u = rng.normal(size=(2, 4))
+    m, c = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 4))
     mask = np.array([[True] * 5, [True, True, False, True, False]])
     o, p = ref.memory_hop(u, m, c, mask)
     assert np.allclose(p.sum(-1), 1) and np.all(p[1, [2, 4]] == 0)
@@ -95,8 +92,8 @@ def test_memn2n_forward_follows_the_hop_equations() -> None:
         "masking changes only the story with empty slots"
 
 
-def test_content_addressing_is_cosine_attention_with_a_key_strength() -> None:
-    memory = RNG.normal(size=(2, 6, 4))
+def test_content_addressing_is_cosine_attention_with_a_key_strength(rng: np.random.Generator) -> None:
+    memory = rng.normal(size=(2, 6, 4))
     key = memory[:, 2] * 3.0 + 0.01  # points (almost) at row 2, at another scale
     w0 = ref.content_addressing(memory, key, 0.0)
     assert np.allclose(w0, 1 / 6), "strength 0 reads uniformly"
@@ -114,7 +111,7 @@ def test_content_addressing_is_cosine_attention_with_a_key_strength() -> None:
 
 
 @pytest.mark.parametrize("impl", ["numpy", "torch", "keras"])
-def test_bad_shapes_raise_value_errors_naming_the_argument(impl: str) -> None:
+def test_bad_shapes_raise_value_errors_naming_the_argument(impl: str, rng: np.random.Generator) -> None:
     mod = {"numpy": ref, "torch": pt, "keras": keras_impl}[impl]
     conv = (lambda x: x) if impl == "numpy" else (torch.as_tensor if impl == "torch" else ops.convert_to_tensor)
     stories, queries, E, T = _batch()
@@ -126,7 +123,7 @@ def test_bad_shapes_raise_value_errors_naming_the_argument(impl: str) -> None:
         mod.memn2n_forward(conv(stories), conv(queries), conv(E), conv(T[:, :2]))
     with pytest.raises(ValueError, match="stories: expected integer word ids"):
         mod.memn2n_forward(conv(stories.astype(np.float32)), conv(queries), conv(E), conv(T))
-    u, m = RNG.normal(size=(2, 4)).astype(np.float32), RNG.normal(size=(2, 5, 4)).astype(np.float32)
+    u, m = rng.normal(size=(2, 4)).astype(np.float32), rng.normal(size=(2, 5, 4)).astype(np.float32)
     with pytest.raises(ValueError, match=r"memory_in: expected \(B, M, D\) = \(2, M, 4\), got shape \(2, 5, 3\)"):
         mod.memory_hop(conv(u), conv(m[..., :3]), conv(m[..., :3]))
     with pytest.raises(ValueError, match="mask: expected a boolean keep-mask"):
@@ -159,9 +156,9 @@ def test_three_twins_give_the_same_forward_pass(pe: bool, use_t: bool, linear: b
         assert np.allclose(got, want, atol=1e-5, rtol=1e-5), f"{name}: max diff {np.abs(got - want).max():.2e}"
 
 
-def test_content_read_twins_agree() -> None:
-    memory = RNG.normal(size=(3, 7, 5)).astype(np.float32)
-    key = RNG.normal(size=(3, 5)).astype(np.float32)
+def test_content_read_twins_agree(rng: np.random.Generator) -> None:
+    memory = rng.normal(size=(3, 7, 5)).astype(np.float32)
+    key = rng.normal(size=(3, 5)).astype(np.float32)
     beta = np.array([0.5, 2.0, 10.0], dtype=np.float32)
     want_r, want_w = ref.content_read(memory, key, beta)
     tr, tw = pt.content_read(torch.as_tensor(memory), torch.as_tensor(key), torch.as_tensor(beta))
