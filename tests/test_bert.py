@@ -289,12 +289,14 @@ def _check_against(folder: Path, batch: dict, atol: float) -> dict:
     keep = batch["padding_mask"]
     errors = {}
     tm, _ = T.load_pretrained(folder)
+    assert not tm.training, "load_pretrained: both twins return a model that runs without dropout"
     with torch.no_grad():
         seq, pool, _ = tm(batch)
     errors["torch sequence"] = _max_diff(seq.numpy(), ref_seq, keep)
     errors["torch pooled"] = _max_diff(pool.numpy(), ref_pool)
     km, _ = K.load_pretrained(folder)
     seq, pool, _ = km(batch)
+    assert np.array_equal(np.asarray(seq), np.asarray(km(batch)[0])), "load_pretrained (keras): two calls differ (dropout on?)"
     errors["keras sequence"] = _max_diff(seq, ref_seq, keep)
     errors["keras pooled"] = _max_diff(pool, ref_pool)
     worst = max(errors, key=errors.get)
