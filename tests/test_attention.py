@@ -1,7 +1,6 @@
 """The attention core: NumPy reference, torch twin and Keras twin agree; bad input is named."""
 from __future__ import annotations
 
-import zlib
 
 import numpy as np
 import pytest
@@ -16,11 +15,11 @@ ATOL = 1e-5
 
 
 @pytest.fixture(autouse=True)
-def _own_generator(request: pytest.FixtureRequest) -> None:
-    """Each test draws from its own generator, seeded by its name: its inputs never depend on
-    which tests ran before it (with -k, with xdist, or after a new test is added above it)."""
+def _own_generator(rng: np.random.Generator) -> None:
+    """Each test draws from its own generator (conftest's ``rng``, seeded by the test's name):
+    its inputs never depend on which tests ran before it."""
     global RNG
-    RNG = np.random.default_rng(zlib.crc32(request.node.name.encode()))
+    RNG = rng
 
 
 def data(batch=(2,), tq=3, tk=5, d=4, dv=6):

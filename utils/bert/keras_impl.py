@@ -462,6 +462,23 @@ def _apply(optimizer: Any, grads: list, variables: list) -> None:
     optimizer.apply_gradients(pairs)
 
 
+def _classification_update(model: BertClassifier, optimizer: Any, batch: dict, y: Tensor) -> Tensor:
+    """Forward in training mode, cross-entropy, gradients, clipped update; the loss before it.
+
+    Runs eagerly (``fine_tune_step``) or traced (``_compiled_step``): the label check
+    reads static shapes, known in both. With pooling="mean" the pooler takes no part:
+    its gradients are None and ``_apply`` skips it, as torch's AdamW skips parameters
+    without a gradient.
+    """
+    with tf.GradientTape() as tape:
+        logits = model(batch, training=True)  # (B, C)
+        if tuple(y.shape) != tuple(logits.shape[:1]):
+            raise ValueError(f"labels: expected ({logits.shape[0]},) like the batch, got {tuple(y.shape)}")
+        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
+    _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+    return loss
+
+
 def fine_tune_step(model: BertClassifier, optimizer: Any, batch: dict, labels: Any) -> float:
     """One fine-tuning step: forward in training mode, cross-entropy, gradients, clipped update.
 
@@ -469,13 +486,7 @@ def fine_tune_step(model: BertClassifier, optimizer: Any, batch: dict, labels: A
     Shapes: batch {"token_ids": (B, T), "segment_ids": (B, T), "padding_mask": (B, T)}, labels (B,) -> float.
     """
     y = ops.cast(ops.convert_to_tensor(np.asarray(labels)), "int32")
-    with tf.GradientTape() as tape:
-        logits = model(batch, training=True)  # (B, C)
-        if tuple(y.shape) != tuple(logits.shape[:1]):
-            raise ValueError(f"labels: expected ({logits.shape[0]},) like the batch, got {tuple(y.shape)}")
-        loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
-    _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-    return float(loss)
+    return float(_classification_update(model, optimizer, batch, y))
 
 
 def _compiled_step(model: BertClassifier, optimizer: Any):
@@ -486,13 +497,7 @@ def _compiled_step(model: BertClassifier, optimizer: Any):
 
     @tf.function(jit_compile=False)
     def step(batch: dict, y: Tensor) -> Tensor:
-        with tf.GradientTape() as tape:
-            logits = model(batch, training=True)  # (B, C)
-            loss = ops.mean(keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True))
-        # With pooling="mean" the pooler takes no part: its gradients are None and it is
-        # skipped, as torch's AdamW skips parameters without a gradient.
-        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return loss
+        return _classification_update(model, optimizer, batch, y)
 
     return step
 
