@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
                            batch_size=args.batch_size, peak_lr=args.lr, seed=args.seed + 1, bucket=args.bucket,
                            clock=clock, progress=False)
     impl.load_weights(model, saved)
-    budget_steps, step_cost, overhead = plan_steps(list(np.diff([0.0] + probe["seconds"])), budget)
+    budget_steps, step_cost, overhead = plan_steps(list(np.diff([0.0] + probe["step_seconds"])), budget)
     n_train = min(len(train_y), args.train_examples or budget_steps * args.batch_size)
     # Where the budget holds more than one pass, make whole passes (up to --max-epochs).
     epochs = 1 if args.train_examples else max(1, min(args.max_epochs, budget_steps // math.ceil(n_train / args.batch_size)))
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     hist = impl.fine_tune(model, train, train_y, epochs=epochs, batch_size=args.batch_size, peak_lr=args.lr,
                           warmup_fraction=0.1, seed=args.seed, max_seconds=budget, bucket=args.bucket, clock=clock)
     train_seconds = clock() - t0
-    steps = len(hist["loss"])
+    steps = len(hist["batch_loss"])
     t0 = clock()
     probs = impl.predict_proba(model, evaluation, progress=True)
     eval_rate = len(eval_y) / (clock() - t0)
@@ -170,12 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         "train_examples_per_second": round(min(steps * args.batch_size, epochs * len(train_y)) / train_seconds, 2),
         "eval_examples_per_second": round(eval_rate, 2),
         "eval_examples_per_second_before": round(eval_rate_before, 2),
-        "probe": {"steps": len(probe["loss"]), "step_seconds": round(step_cost, 3), "one_off_seconds": round(overhead, 1),
+        "probe": {"steps": len(probe["batch_loss"]), "step_seconds": round(step_cost, 3), "one_off_seconds": round(overhead, 1),
                   "planned_steps_in_budget": budget_steps},
         "accuracy_before": before,
         "eval_examples": int(len(eval_y)),
         "confusion_rows_true_cols_pred": confusion,
-        "final_loss_mean_last_20": float(np.mean(hist["loss"][-20:])),
+        "final_loss_mean_last_20": float(np.mean(hist["batch_loss"][-20:])),
         "data": data_name,
         "model": str(args.model or "packaged all-MiniLM-L6-v2"),
         "settings": {"max_len": args.max_len, "batch_size": args.batch_size, "peak_lr": args.lr, "minutes": args.minutes,

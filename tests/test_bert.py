@@ -90,14 +90,14 @@ def test_twins_agree_after_fine_tuning_steps(pooling: str) -> None:
         before = tm(b).numpy()
     ht = T.fine_tune(tm, b, y, epochs=2, batch_size=8, peak_lr=1e-3, progress=False)
     hk = K.fine_tune(km, b, y, epochs=2, batch_size=8, peak_lr=1e-3, progress=False)
-    assert len(ht["loss"]) == len(hk["loss"]) == 4, f"expected 4 steps, got {len(ht['loss'])} and {len(hk['loss'])}"
+    assert len(ht["batch_loss"]) == len(hk["batch_loss"]) == 4, f"expected 4 steps, got {len(ht['batch_loss'])}, {len(hk['batch_loss'])}"
     np.testing.assert_allclose(ht["lr"], hk["lr"], rtol=1e-5, err_msg="the twins' learning-rate schedules differ")
-    np.testing.assert_allclose(ht["loss"][0], hk["loss"][0], atol=1e-6, err_msg="the twins' first losses (same weights) differ")
+    np.testing.assert_allclose(ht["batch_loss"][0], hk["batch_loss"][0], atol=1e-6, err_msg="the twins' first losses (same weights) differ")
     # Later losses: Adam moves a weight whose gradient is ~1e-9 (sign decided by rounding) by a whole
     # step, so the twins drift apart a little. Mean pooling sends gradient through every position and
     # has more such weights (36 sign flips against 28 on this batch), so it gets a little more room.
     atol = {"cls": 1e-4, "mean": 3e-4}[pooling]
-    np.testing.assert_allclose(ht["loss"], hk["loss"], atol=atol, err_msg="the twins' per-step losses differ")
+    np.testing.assert_allclose(ht["batch_loss"], hk["batch_loss"], atol=atol, err_msg="the twins' per-step losses differ")
     # Adam's epsilon sits inside the bias correction in Keras and outside in torch,
     # so weights with near-zero gradients move differently; compare what the models say.
     with torch.no_grad():
@@ -442,7 +442,7 @@ def test_tiny_mlm_pretraining_lowers_the_loss() -> None:
         torch.manual_seed(0)
         model = impl.BertForMaskedLM(_config(vocab_size=20, max_len=16))
         hist = impl.pretrain_mlm(model, ids, 4, [0, 1, 2, 3, 4], steps=60, batch_size=16, peak_lr=3e-3, progress=False)
-        first, last = np.mean(hist["loss"][:5]), np.mean(hist["loss"][-5:])
+        first, last = np.mean(hist["batch_loss"][:5]), np.mean(hist["batch_loss"][-5:])
         assert last < 0.5 * first, f"{impl.__name__}: MLM loss went {first:.3f} -> {last:.3f} in 60 steps"
 
 
@@ -567,9 +567,9 @@ def test_fine_tuning_takes_batches_of_different_widths() -> None:
     batch = {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": ids != 0}
     y = np.arange(16) % 2
     hist = K.fine_tune(K.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
-    assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()
+    assert len(hist["batch_loss"]) == 4 and np.isfinite(hist["batch_loss"]).all()
     hist = T.fine_tune(T.BertClassifier(_config(max_len=48)), batch, y, batch_size=4, progress=False)
-    assert len(hist["loss"]) == 4 and np.isfinite(hist["loss"]).all()
+    assert len(hist["batch_loss"]) == 4 and np.isfinite(hist["batch_loss"]).all()
 
 
 @pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
@@ -614,12 +614,12 @@ def test_bucketed_fine_tuning_twins_agree_and_the_clock_stops_it() -> None:
     y = np.random.default_rng(0).integers(0, 2, 24)
     ht = T.fine_tune(tm, b, y, batch_size=6, peak_lr=1e-3, bucket=True, progress=False)
     hk = K.fine_tune(km, b, y, batch_size=6, peak_lr=1e-3, bucket=True, progress=False)
-    np.testing.assert_allclose(ht["loss"], hk["loss"], atol=3e-4, err_msg="bucketed batches: the twins' losses differ")
+    np.testing.assert_allclose(ht["batch_loss"], hk["batch_loss"], atol=3e-4, err_msg="bucketed batches: the twins' losses differ")
     for impl in (T, K):
         ticks = iter(range(1000))  # a clock that advances one second per reading
         h = impl.fine_tune(impl.BertClassifier(c), b, y, batch_size=6, max_seconds=1.5, clock=lambda: float(next(ticks)),
                            progress=False)
-        assert len(h["loss"]) == 2 and h["seconds"] == [1.0, 2.0], h["seconds"]
+        assert len(h["batch_loss"]) == 2 and h["step_seconds"] == [1.0, 2.0], h["step_seconds"]
         with pytest.raises(ValueError, match="padding_mask"):
             impl.fine_tune(impl.BertClassifier(c), {"token_ids": b["token_ids"]}, y, bucket=True, progress=False)
 

@@ -249,7 +249,7 @@ def _train_and_check(arrays: dict, V: int, framework: str) -> None:
         model, impl = keras_impl.MemN2N(V, 20, 20, hops=2), keras_impl
     history = impl.train_memn2n(model, arrays["train"], arrays["valid"], cfg)
     assert len(history["valid error"]) == 10 and history["linear"][0] and not history["linear"][-1]
-    assert history["train loss"][-1] < history["train loss"][0] * 0.5, history["train loss"]
+    assert history["loss"][-1] < history["loss"][0] * 0.5, history["loss"]
     pred, attn = impl.predict_memn2n(model, arrays["test"])
     error = float(np.mean(pred != arrays["test"]["answers"]))
     # Behaviour, not a quality bar: far better than guessing one of the six places (error 5/6).

@@ -5,7 +5,8 @@
 * ``encode_texts``: WordPiece ids, segment ids and padding masks for a batch of
   texts (or text pairs) from a ``tokenizers.Tokenizer``; over-long texts are
   truncated with a warning, never an index error.
-* ``warmup_linear_decay``: BERT's learning rate, a linear rise then a linear fall.
+* ``warmup_linear_decay``: BERT's learning rate, a linear rise then a linear fall;
+  ``warmup_linear_schedule`` makes it the schedule both twins' ``make_optimizer`` return.
 * ``check_mlm_args``: the arguments of the masking function, checked once for both twins.
 * ``POOLINGS`` / ``check_pooling``: how a classifier turns the token vectors into
   one sentence vector ("cls": BERT's pooler on [CLS]; "mean": the average over
@@ -26,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from utils.checks import check_attention_sizes, check_positive_int
+from utils.training import batch_order  # one epoch's batches, bucketed by length: both twins' fine-tuning order
 
 __all__ = [
     "BertConfig",
@@ -33,6 +35,7 @@ __all__ = [
     "IGNORE_INDEX",
     "encode_texts",
     "warmup_linear_decay",
+    "warmup_linear_schedule",
     "check_mlm_args",
     "trim_rows",
     "batch_order",
@@ -181,6 +184,26 @@ def warmup_linear_decay(step: int | np.ndarray, total_steps: int, warmup_steps: 
     return float(lr) if lr.ndim == 0 else lr
 
 
+def warmup_linear_schedule(peak_lr: float, total_steps: int, warmup_fraction: float = 0.1):
+    """``schedule(i)``: the learning rate of the 0-based step ``i`` of a run of ``total_steps``.
+
+    ``warmup_linear_decay`` at step ``i + 1``, warming up over ``warmup_fraction`` of
+    the steps. Both twins' ``make_optimizer`` return it beside the optimizer, and the
+    course's training loop sets each step's rate from it, so the twins' rates are the
+    same Python floats. Checks its arguments here, before any training starts.
+    Shapes: none.
+    """
+    if not 0.0 <= warmup_fraction <= 1.0:
+        raise ValueError(f"warmup_fraction: expected a fraction in [0, 1], got {warmup_fraction!r}")
+    warmup = int(round(warmup_fraction * total_steps))
+    warmup_linear_decay(1, total_steps, warmup, peak_lr)  # checks the arguments
+
+    def schedule(i: int) -> float:
+        return warmup_linear_decay(i + 1, total_steps, warmup, peak_lr)
+
+    return schedule
+
+
 def check_mlm_args(shape: tuple, mask_id: int, vocab_size: int, special_ids: Sequence[int], mlm_probability: float) -> np.ndarray:
     """Check the masking function's arguments; return the ids a random replacement may take.
 
@@ -216,35 +239,6 @@ def trim_rows(inputs: dict, idx: np.ndarray, multiple: int = 16) -> dict[str, np
     longest = int(keep.any(axis=0).nonzero()[0].max()) + 1 if keep.any() else 1
     width = min(t, -(-longest // multiple) * multiple)
     return {k: (v[:, :width] if v.ndim == 2 and v.shape[1] == t else v) for k, v in rows.items()}
-
-
-def batch_order(n: int, batch_size: int, rng: np.random.Generator, lengths: np.ndarray | None = None,
-                pool: int = 50) -> list[np.ndarray]:
-    """One epoch's batches: lists of row indices, both twins' fine-tuning order.
-
-    Without ``lengths``: a permutation of the ``n`` rows cut into batches of
-    ``batch_size`` (the last may be shorter). With ``lengths`` (real tokens per row),
-    batches are bucketed by length: the permutation is cut into pools of ``pool``
-    batches, each pool is sorted by length and cut into batches, and the batches are
-    shuffled. Rows in a batch then have similar lengths, so ``trim_rows`` cuts most
-    of the padding; the order of the examples stays random at the scale of a pool.
-    Shapes: lengths (n,) -> list of (<= batch_size,) int arrays covering 0..n-1 once.
-    """
-    check_positive_int("batch_size", batch_size)
-    check_positive_int("pool", pool)
-    order = rng.permutation(n)
-    if lengths is None:
-        return [order[i : i + batch_size] for i in range(0, n, batch_size)]
-    lengths = np.asarray(lengths)
-    if lengths.shape != (n,):
-        raise ValueError(f"lengths: expected ({n},), one length per row, got shape {lengths.shape}")
-    batches = []
-    span = batch_size * pool
-    for i in range(0, n, span):
-        chunk = order[i : i + span]
-        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
-        batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
-    return [batches[k] for k in rng.permutation(len(batches))]
 
 
 POOLINGS = ("cls", "mean")  # BertClassifier(pooling=...): the pooled [CLS] vector, or the mean over real tokens

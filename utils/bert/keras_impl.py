@@ -26,7 +26,9 @@ from keras import ops  # noqa: E402
 
 from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, _Dropout, export_weights, load_weights  # noqa: E402
 
-from .common import IGNORE_INDEX, BertConfig, batch_order, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay  # noqa: E402
+from utils.training import batch_order, train_loop  # noqa: E402
+
+from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule  # noqa: E402
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir  # noqa: E402
 
 __all__ = [
@@ -339,53 +341,34 @@ def pretrain_mlm(
 ) -> dict[str, list[float]]:
     """Masked-language-model pre-training: draw a batch, mask it afresh, predict the chosen tokens.
 
-    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1.
-    Batch rows are drawn by a NumPy generator seeded with ``seed``.
-    Returns {"loss": per step, "seconds": elapsed per step}.
+    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1,
+    in the course's loop (``utils.training.train_loop``) as one epoch of ``steps``
+    batches whose rows are drawn with replacement by a NumPy generator seeded
+    with ``seed``. Returns the loop's history: "batch_loss", "lr" and
+    "step_seconds" per step, "loss" and "seconds" for the whole run.
     Shapes: token_ids (N, T).
     """
-    from tqdm.auto import tqdm
-
     ids = np.asarray(token_ids)
     if ids.ndim != 2:
         raise ValueError(f"token_ids: expected (N, T), got shape {ids.shape}")
-    optimizer, _ = make_optimizer(model, peak_lr, steps, warmup_fraction)
-    rng = np.random.default_rng(seed)
+    optimizer, schedule = make_optimizer(model, peak_lr, steps, warmup_fraction)
     pad_id = model.config.pad_id
+    done = [0]  # steps taken: each step masks with its own seed
 
-    def step_fn(inputs: Tensor, labels: Tensor, keep: Tensor) -> Tensor:
+    def step(rows: np.ndarray, lr: float) -> float:
+        optimizer.learning_rate.assign(lr)
+        batch = ids[rows]
+        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + done[0])
+        done[0] += 1
         with tf.GradientTape() as tape:
-            logits, _ = model(inputs, None, keep, training=True)
+            logits, _ = model(inputs, None, ops.convert_to_tensor(batch != pad_id), training=True)
             loss = mlm_loss(logits, labels)
         _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return loss
+        return float(loss)
 
-    history: dict[str, list[float]] = {"loss": [], "seconds": []}
-    start = time.perf_counter()
-    for step in tqdm(range(steps), desc="MLM pre-training", disable=not progress, leave=False):
-        batch = ids[rng.integers(0, len(ids), batch_size)]
-        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + step)
-        history["loss"].append(float(step_fn(inputs, labels, ops.convert_to_tensor(batch != pad_id))))
-        history["seconds"].append(time.perf_counter() - start)
-        if max_seconds is not None and history["seconds"][-1] > max_seconds:
-            break
-    return history
-
-
-class _WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """warmup_linear_decay as a Keras schedule; ``step`` is the optimizer's 0-based iteration count."""
-
-    def __init__(self, peak_lr: float, total_steps: int, warmup_steps: int) -> None:
-        self.peak_lr, self.total_steps, self.warmup_steps = float(peak_lr), int(total_steps), int(warmup_steps)
-
-    def __call__(self, step: Tensor) -> Tensor:
-        s = ops.cast(step, "float32") + 1.0  # the same 1-based count as the PyTorch twin
-        rise = s / max(self.warmup_steps, 1)
-        fall = (self.total_steps - s) / max(self.total_steps - self.warmup_steps, 1)
-        return self.peak_lr * ops.clip(ops.where(s <= self.warmup_steps, rise, fall), 0.0, 1.0)
-
-    def get_config(self) -> dict:
-        return {"peak_lr": self.peak_lr, "total_steps": self.total_steps, "warmup_steps": self.warmup_steps}
+    return train_loop(step, len(ids), 1, batch_size, seed, schedule,
+                      batches=lambda rng: [rng.integers(0, len(ids), batch_size) for _ in range(steps)],
+                      max_seconds=max_seconds, progress=progress, desc="MLM pre-training")
 
 
 class _AdamW(keras.optimizers.AdamW):
@@ -442,17 +425,17 @@ def load_pretrained(
 def make_optimizer(model: keras.Model, peak_lr: float, total_steps: int, warmup_fraction: float = 0.1, weight_decay: float = 0.01):
     """AdamW with BERT's schedule (linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0).
 
-    Biases and LayerNorm parameters get no weight decay; gradients are clipped
-    to a global norm of 1 (as the PyTorch twin does).
-    Returns (optimizer, schedule); the schedule advances with the optimizer's iterations.
+    The contract both twins keep: returns ``(optimizer, schedule)``, where
+    ``schedule(i)`` is the learning rate of the 0-based step ``i``
+    (``common.warmup_linear_schedule``) and the optimizer starts at ``schedule(0)``;
+    the training loop sets each step's rate from the schedule. Biases and LayerNorm
+    parameters get no weight decay. Gradients are clipped to a global norm of 1 as
+    part of every update: here by the optimizer (``global_clipnorm``), in PyTorch by
+    the step (``clip_grad_norm_``: a PyTorch optimizer cannot clip).
     Shapes: none.
     """
-    if not 0.0 <= warmup_fraction <= 1.0:
-        raise ValueError(f"warmup_fraction: expected a fraction in [0, 1], got {warmup_fraction!r}")
-    warmup = int(round(warmup_fraction * total_steps))
-    warmup_linear_decay(1, total_steps, warmup, peak_lr)  # checks the arguments
-    schedule = _WarmupLinearDecay(peak_lr, total_steps, warmup)
-    optimizer = _AdamW(learning_rate=schedule, weight_decay=weight_decay, epsilon=1e-8, global_clipnorm=1.0, name="adamw")
+    schedule = warmup_linear_schedule(peak_lr, total_steps, warmup_fraction)
+    optimizer = _AdamW(learning_rate=schedule(0), weight_decay=weight_decay, epsilon=1e-8, global_clipnorm=1.0, name="adamw")
     optimizer.exclude_from_weight_decay(var_list=[v for v in model.trainable_variables if len(v.shape) < 2])
     return optimizer, schedule
 
@@ -518,44 +501,33 @@ def fine_tune(
 ) -> dict[str, list[float]]:
     """Fine-tune for sentence classification (AdamW, warm-up then linear decay, clipping at 1).
 
-    The PyTorch twin's loop, step for step: batches drawn by a NumPy permutation
-    seeded with ``seed``, trailing padding cut by ``trim_rows``, one compiled step
-    per batch. Stops after ``max_seconds``, checked after every step.
-    ``bucket=True`` groups rows of similar length into a batch (``common.batch_order``),
-    so ``trim_rows`` cuts most of the padding: faster steps on short texts. ``clock``
-    measures ``max_seconds`` and ``history["seconds"]`` (``time.process_time`` makes it
-    a CPU-time budget).
-    Returns {"loss": per step, "lr": per step, "seconds": per step}.
+    Runs the compiled ``fine_tune_step`` in the course's loop (``utils.training.train_loop``),
+    as the PyTorch twin does: batches drawn by a NumPy permutation seeded with ``seed``,
+    trailing padding cut by ``trim_rows``. Stops after ``max_seconds``, checked after
+    every step. ``bucket=True`` groups rows of similar length into a batch
+    (``utils.training.batch_order``), so ``trim_rows`` cuts most of the padding:
+    faster steps on short texts. ``clock`` measures ``max_seconds`` and the history's
+    seconds (``time.process_time`` makes it a CPU-time budget).
+    Returns the loop's history: "batch_loss", "lr", "step_seconds" per step; "loss", "seconds" per epoch.
     Shapes: inputs {"token_ids": (N, T), "segment_ids": (N, T), "padding_mask": (N, T)}, labels (N,).
     """
-    from tqdm.auto import tqdm
-
     y = np.asarray(labels)
     n = len(y)
     if any(len(np.asarray(v)) != n for v in inputs.values()):
         raise ValueError(f"inputs: expected {n} rows like labels, got {[len(np.asarray(v)) for v in inputs.values()]}")
-    steps_per_epoch = math.ceil(n / batch_size)
-    total = steps_per_epoch * epochs
-    optimizer, schedule = make_optimizer(model, peak_lr, total, warmup_fraction)
-    step = _compiled_step(model, optimizer)
-    rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
     if bucket and "padding_mask" not in inputs:
         raise ValueError(f"inputs: bucket=True sorts rows by length and needs 'padding_mask', got keys {sorted(inputs)}")
     lengths = np.asarray(inputs["padding_mask"]).sum(axis=1) if bucket else None  # (N,) real tokens
-    start = clock()
-    with tqdm(total=total, desc="fine-tuning", disable=not progress, leave=False) as bar:
-        for _ in range(epochs):
-            for idx in batch_order(n, batch_size, rng, lengths):
-                history["lr"].append(float(schedule(optimizer.iterations)))
-                batch = {k: tf.convert_to_tensor(v) for k, v in trim_rows(inputs, idx).items()}
-                history["loss"].append(float(step(batch, tf.convert_to_tensor(y[idx].astype("int32")))))
-                history["seconds"].append(clock() - start)
-                bar.update(1)
-                bar.set_postfix(loss=f"{history['loss'][-1]:.3f}")
-                if max_seconds is not None and history["seconds"][-1] > max_seconds:
-                    return history
-    return history
+    optimizer, schedule = make_optimizer(model, peak_lr, math.ceil(n / batch_size) * epochs, warmup_fraction)
+    compiled = _compiled_step(model, optimizer)
+
+    def step(idx: np.ndarray, lr: float) -> float:
+        optimizer.learning_rate.assign(lr)
+        batch = {k: tf.convert_to_tensor(v) for k, v in trim_rows(inputs, idx).items()}
+        return float(compiled(batch, tf.convert_to_tensor(y[idx].astype("int32"))))
+
+    return train_loop(step, n, epochs, batch_size, seed, schedule, batches=lambda rng: batch_order(n, batch_size, rng, lengths),
+                      max_seconds=max_seconds, clock=clock, progress=progress, desc="fine-tuning")
 
 
 def predict_proba(model: BertClassifier, inputs: dict, batch_size: int = 128, progress: bool = False) -> np.ndarray:

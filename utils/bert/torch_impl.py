@@ -20,7 +20,9 @@ from torch import nn
 
 from utils.transformer.torch_impl import EncoderBlock, LayerNorm, Linear, export_weights, load_weights
 
-from .common import IGNORE_INDEX, BertConfig, batch_order, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay
+from utils.training import batch_order, train_loop
+
+from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir
 
 __all__ = [
@@ -297,36 +299,37 @@ def pretrain_mlm(
 ) -> dict[str, list[float]]:
     """Masked-language-model pre-training: draw a batch, mask it afresh, predict the chosen tokens.
 
-    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1.
-    Batch rows are drawn by a NumPy generator seeded with ``seed``.
-    Returns {"loss": per step, "seconds": elapsed per step}.
+    AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1,
+    in the course's loop (``utils.training.train_loop``) as one epoch of ``steps``
+    batches whose rows are drawn with replacement by a NumPy generator seeded
+    with ``seed``. Returns the loop's history: "batch_loss", "lr" and
+    "step_seconds" per step, "loss" and "seconds" for the whole run.
     Shapes: token_ids (N, T).
     """
-    from tqdm.auto import tqdm
-
     ids = np.asarray(token_ids)
     if ids.ndim != 2:
         raise ValueError(f"token_ids: expected (N, T), got shape {ids.shape}")
     device = _device(model)
-    optimizer, scheduler = make_optimizer(model, peak_lr, steps, warmup_fraction)
-    rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": []}
-    start = time.perf_counter()
-    model.train()
-    for step in tqdm(range(steps), desc="MLM pre-training", disable=not progress, leave=False):
-        batch = torch.as_tensor(ids[rng.integers(0, len(ids), batch_size)], device=device)
-        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + step)
+    optimizer, schedule = make_optimizer(model, peak_lr, steps, warmup_fraction)
+    done = [0]  # steps taken: each step masks with its own seed
+
+    def step(rows: np.ndarray, lr: float) -> float:
+        model.train()
+        _set_lr(optimizer, lr)
+        batch = torch.as_tensor(ids[rows], device=device)
+        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + done[0])
+        done[0] += 1
         logits, _ = model(inputs, None, batch != model.config.pad_id, True)
         loss = mlm_loss(logits, labels)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        scheduler.step()
-        history["loss"].append(float(loss.detach()))
-        history["seconds"].append(time.perf_counter() - start)
-        if max_seconds is not None and history["seconds"][-1] > max_seconds:
-            break
+        return float(loss.detach())
+
+    history = train_loop(step, len(ids), 1, batch_size, seed, schedule,
+                         batches=lambda rng: [rng.integers(0, len(ids), batch_size) for _ in range(steps)],
+                         max_seconds=max_seconds, progress=progress, desc="MLM pre-training")
     model.eval()
     return history
 
@@ -363,24 +366,28 @@ def load_pretrained(
 def make_optimizer(model: nn.Module, peak_lr: float, total_steps: int, warmup_fraction: float = 0.1, weight_decay: float = 0.01):
     """AdamW with BERT's schedule (linear warm-up over ``warmup_fraction`` of the steps, then linear decay to 0).
 
-    Biases and LayerNorm parameters get no weight decay.
-    Returns (optimizer, scheduler); call ``scheduler.step()`` after each ``optimizer.step()``.
+    The contract both twins keep: returns ``(optimizer, schedule)``, where
+    ``schedule(i)`` is the learning rate of the 0-based step ``i``
+    (``common.warmup_linear_schedule``) and the optimizer starts at ``schedule(0)``;
+    the training loop sets each step's rate from the schedule. Biases and LayerNorm
+    parameters get no weight decay. Gradients are clipped to a global norm of 1 as
+    part of every update: here by the step (``clip_grad_norm_``: a PyTorch optimizer
+    cannot clip), in Keras by the optimizer (``global_clipnorm``).
     Shapes: none.
     """
-    if not 0.0 <= warmup_fraction <= 1.0:
-        raise ValueError(f"warmup_fraction: expected a fraction in [0, 1], got {warmup_fraction!r}")
-    warmup = int(round(warmup_fraction * total_steps))
-    warmup_linear_decay(1, total_steps, warmup, peak_lr)  # checks the arguments
+    schedule = warmup_linear_schedule(peak_lr, total_steps, warmup_fraction)
     decay, no_decay = [], []
     for p in model.parameters():
         (decay if p.ndim >= 2 else no_decay).append(p)
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=peak_lr, eps=1e-8
+        [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}], lr=schedule(0), eps=1e-8
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: warmup_linear_decay(s + 1, total_steps, warmup, peak_lr) / peak_lr
-    )
-    return optimizer, scheduler
+    return optimizer, schedule
+
+
+def _set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
 
 
 def fine_tune_step(model: BertClassifier, optimizer: Any, batch: dict, labels: Any) -> float:
@@ -421,47 +428,34 @@ def fine_tune(
     bucket: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> dict[str, list[float]]:
-    """Fine-tune for sentence classification with a plain PyTorch loop (AdamW, warm-up then linear decay).
+    """Fine-tune for sentence classification (AdamW, warm-up then linear decay, clipping at 1).
 
-    Batches are drawn by a NumPy permutation seeded with ``seed`` (the Keras twin
-    uses the same order). Stops after ``max_seconds``, checked after every step.
-    ``bucket=True`` groups rows of similar length into a batch (``common.batch_order``),
-    so ``trim_rows`` cuts most of the padding: faster steps on short texts. ``clock``
-    measures ``max_seconds`` and ``history["seconds"]`` (``time.process_time`` makes it
-    a CPU-time budget).
-    Returns {"loss": per step, "lr": per step, "seconds": per step}.
+    Runs ``fine_tune_step`` in the course's loop (``utils.training.train_loop``), as
+    the Keras twin does: batches drawn by a NumPy permutation seeded with ``seed``,
+    trailing padding cut by ``trim_rows``. Stops after ``max_seconds``, checked after
+    every step. ``bucket=True`` groups rows of similar length into a batch
+    (``utils.training.batch_order``), so ``trim_rows`` cuts most of the padding:
+    faster steps on short texts. ``clock`` measures ``max_seconds`` and the history's
+    seconds (``time.process_time`` makes it a CPU-time budget).
+    Returns the loop's history: "batch_loss", "lr", "step_seconds" per step; "loss", "seconds" per epoch.
     Shapes: inputs {"token_ids": (N, T), "segment_ids": (N, T), "padding_mask": (N, T)}, labels (N,).
     """
-    from tqdm.auto import tqdm
-
     y = np.asarray(labels)
     n = len(y)
     if any(len(np.asarray(v)) != n for v in inputs.values()):
         raise ValueError(f"inputs: expected {n} rows like labels, got {[len(np.asarray(v)) for v in inputs.values()]}")
-    steps_per_epoch = math.ceil(n / batch_size)
-    total = steps_per_epoch * epochs
-    optimizer, scheduler = make_optimizer(model, peak_lr, total, warmup_fraction)
-    rng = np.random.default_rng(seed)
-    device = _device(model)
-    history: dict[str, list[float]] = {"loss": [], "lr": [], "seconds": []}
     if bucket and "padding_mask" not in inputs:
         raise ValueError(f"inputs: bucket=True sorts rows by length and needs 'padding_mask', got keys {sorted(inputs)}")
     lengths = np.asarray(inputs["padding_mask"]).sum(axis=1) if bucket else None  # (N,) real tokens
-    start = clock()
-    bar = tqdm(total=total, desc="fine-tuning", disable=not progress, leave=False)
-    for _ in range(epochs):
-        for idx in batch_order(n, batch_size, rng, lengths):
-            history["lr"].append(optimizer.param_groups[0]["lr"])
-            history["loss"].append(fine_tune_step(model, optimizer, _rows(inputs, idx, device), y[idx]))
-            scheduler.step()
-            history["seconds"].append(clock() - start)
-            bar.update(1)
-            bar.set_postfix(loss=f"{history['loss'][-1]:.3f}")
-            if max_seconds is not None and history["seconds"][-1] > max_seconds:
-                bar.close()
-                model.eval()
-                return history
-    bar.close()
+    optimizer, schedule = make_optimizer(model, peak_lr, math.ceil(n / batch_size) * epochs, warmup_fraction)
+    device = _device(model)
+
+    def step(idx: np.ndarray, lr: float) -> float:
+        _set_lr(optimizer, lr)
+        return fine_tune_step(model, optimizer, _rows(inputs, idx, device), y[idx])
+
+    history = train_loop(step, n, epochs, batch_size, seed, schedule, batches=lambda rng: batch_order(n, batch_size, rng, lengths),
+                         max_seconds=max_seconds, clock=clock, progress=progress, desc="fine-tuning")
     model.eval()
     return history
 

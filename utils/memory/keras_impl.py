@@ -23,7 +23,8 @@ import numpy as np  # noqa: E402
 
 from . import _checks  # noqa: E402
 from .numpy_ref import PE_SCALE  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
-from .training import TrainConfig, batches, history_template, schedule, trim  # noqa: E402
+from .training import TrainConfig, noisy_batch, schedule, trim  # noqa: E402
+from ..training import train_loop  # noqa: E402
 
 __all__ = [
     "position_encoding",
@@ -388,16 +389,20 @@ def train_memn2n(
 ) -> dict[str, list]:
     """Train on the paper's schedule: linear start, random time noise, lr halving.
 
-    ``train`` and ``valid`` are :func:`utils.data.babi.vectorize` outputs. Returns
-    the history (train loss, valid loss, valid error, linear phase per epoch) and
-    leaves the model at the weights of the epoch with the lowest validation error.
+    ``train`` and ``valid`` are :func:`utils.data.babi.vectorize` outputs. Runs in the
+    course's loop (``utils.training.train_loop``); returns its history ("loss" per
+    epoch, the training loss per example; "batch_loss", "lr" per step) with "valid
+    loss", "valid error" and "linear" (the phase) per epoch, and leaves the model at
+    the weights of the epoch with the lowest validation error.
     Shapes: stories (N, M, J), queries (N, J), answers (N,).
     """
     import tensorflow as tf
 
     cfg = config or TrainConfig()
     plan = schedule(cfg)  # (linear, learning rate) per epoch; checks the config
-    rng = np.random.default_rng(cfg.seed)
+    n = len(train["queries"])
+    per_epoch = -(-n // cfg.batch_size)
+    rng = np.random.default_rng(cfg.seed)  # shuffles the batches and draws the time noise
     variables = model.trainable_variables
     # clipnorm clips each weight's gradient on its own, as the authors' code does (not one global norm)
     opt = (
@@ -411,7 +416,7 @@ def train_memn2n(
 
     def make_step(linear: bool):
         @tf.function(input_signature=spec)
-        def step(s, q, a):
+        def update(s, q, a):
             with tf.GradientTape() as tape:
                 logits, _ = model(s, q, linear=linear)
                 # summed over the batch, as in the paper (the norm-40 clipping is tuned to it)
@@ -425,32 +430,27 @@ def train_memn2n(
             loss = ops.mean(keras.losses.sparse_categorical_crossentropy(a, logits, from_logits=True))
             return loss, ops.mean(ops.cast(ops.not_equal(ops.argmax(logits, -1), a), "float32"))
 
-        return step, evaluate
+        return update, evaluate
 
-    steps = {True: make_step(True), False: make_step(False)}
-    history = history_template()
-    best = (float("inf"), None)
+    compiled = {True: make_step(True), False: make_step(False)}
+    best = [float("inf"), None]
     valid = trim(valid)
     vs, vq, va = (ops.convert_to_tensor(valid[k]) for k in ("stories", "queries", "answers"))
-    epochs = plan
-    if progress:
-        from tqdm.auto import tqdm
+    phase = [plan[0][0]]  # linear (no softmax in the hops) in this epoch?
 
-        epochs = tqdm(plan, desc="MemN2N", leave=False)
-    for linear, lr in epochs:
+    def step(idx: np.ndarray, lr: float) -> float:
         opt.learning_rate.assign(lr)
-        step, evaluate = steps[linear]
-        total, count = 0.0, 0
-        for s, q, a in batches(train, cfg, rng):
-            loss = step(s, q, a)
-            total, count = total + float(loss), count + len(a)
-        v_loss, v_err = (float(x) for x in evaluate(vs, vq, va))
-        history["train loss"].append(total / max(count, 1))
-        history["valid loss"].append(v_loss)
-        history["valid error"].append(v_err)
-        history["linear"].append(linear)
-        if not linear and v_err < best[0]:
-            best = (v_err, [v.numpy() for v in model.weights])
+        s, q, a = noisy_batch(train, idx, cfg, rng)
+        return float(compiled[phase[0]][0](s, q, a)) / len(a)
+
+    def end(epoch: int) -> dict:
+        v_loss, v_err = (float(x) for x in compiled[phase[0]][1](vs, vq, va))
+        if not phase[0] and v_err < best[0]:
+            best[:] = [v_err, [v.numpy() for v in model.weights]]
+        return {"valid loss": v_loss, "valid error": v_err, "linear": phase[0]}
+
+    history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: plan[i // per_epoch][1], progress=progress,
+                         desc="MemN2N", on_epoch_start=lambda e: phase.__setitem__(0, plan[e][0]), on_epoch_end=end)
     if best[1] is not None:
         for var, value in zip(model.weights, best[1]):
             var.assign(value)

@@ -17,7 +17,8 @@ from utils.attention.torch_impl import masked_softmax
 
 from . import _checks
 from .numpy_ref import PE_SCALE  # the authors' code weighs words by twice the paper's l_kj
-from .training import TrainConfig, batches, history_template, schedule, trim
+from .training import TrainConfig, noisy_batch, schedule, trim
+from ..training import train_loop
 
 __all__ = [
     "position_encoding",
@@ -380,55 +381,54 @@ def train_memn2n(
 ) -> dict[str, list]:
     """Train on the paper's schedule: linear start, random time noise, lr halving.
 
-    ``train`` and ``valid`` are :func:`utils.data.babi.vectorize` outputs. Returns
-    the history (train loss, valid loss, valid error, linear phase per epoch) and
-    leaves the model at the weights of the epoch with the lowest validation error.
+    ``train`` and ``valid`` are :func:`utils.data.babi.vectorize` outputs. Runs in the
+    course's loop (``utils.training.train_loop``); returns its history ("loss" per
+    epoch, the training loss per example; "batch_loss", "lr" per step) with "valid
+    loss", "valid error" and "linear" (the phase) per epoch, and leaves the model at
+    the weights of the epoch with the lowest validation error.
     Shapes: stories (N, M, J), queries (N, J), answers (N,).
     """
     cfg = config or TrainConfig()
     plan = schedule(cfg)  # (linear, learning rate) per epoch; checks the config
-    rng = np.random.default_rng(cfg.seed)
+    n = len(train["queries"])
+    per_epoch = -(-n // cfg.batch_size)
+    rng = np.random.default_rng(cfg.seed)  # shuffles the batches and draws the time noise
     dev = next(model.parameters()).device
     opt = (torch.optim.SGD if cfg.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=cfg.lr)
-    history = history_template()
-    best = (float("inf"), None)
-    epochs = plan
-    if progress:
-        from tqdm.auto import tqdm
-
-        epochs = tqdm(plan, desc="MemN2N", leave=False)
+    best = [float("inf"), None]
     valid = trim(valid)
-    vs = torch.as_tensor(valid["stories"], device=dev)
-    vq = torch.as_tensor(valid["queries"], device=dev)
-    va = torch.as_tensor(valid["answers"], device=dev)
-    for linear, lr in epochs:
+    vs, vq, va = (torch.as_tensor(valid[k], device=dev) for k in ("stories", "queries", "answers"))
+    phase = [plan[0][0]]  # linear (no softmax in the hops) in this epoch?
+
+    def step(idx: np.ndarray, lr: float) -> float:
+        model.train()
         for group in opt.param_groups:
             group["lr"] = lr
-        model.train()
-        total, count = 0.0, 0
-        for s, q, a in batches(train, cfg, rng):
-            s, q, a = (torch.as_tensor(x, device=dev) for x in (s, q, a))
-            logits, _ = model(s, q, linear=linear)
-            loss = nn.functional.cross_entropy(logits, a, reduction="sum")  # summed, as in the paper
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            for weight in model.parameters():  # each weight tensor on its own, as in the authors' code
-                nn.utils.clip_grad_norm_(weight, cfg.clip_norm)
-            opt.step()
-            total, count = total + loss.item(), count + len(a)
+        s, q, a = (torch.as_tensor(x, device=dev) for x in noisy_batch(train, idx, cfg, rng))
+        logits, _ = model(s, q, linear=phase[0])
+        loss = nn.functional.cross_entropy(logits, a, reduction="sum")  # summed, as in the paper
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        for weight in model.parameters():  # each weight tensor on its own, as in the authors' code
+            nn.utils.clip_grad_norm_(weight, cfg.clip_norm)
+        opt.step()
+        return loss.item() / len(a)
+
+    def end(epoch: int) -> dict:
         model.eval()
         with torch.no_grad():
-            logits, _ = model(vs, vq, linear=linear)
-            v_loss = float(nn.functional.cross_entropy(logits, va))
+            logits, _ = model(vs, vq, linear=phase[0])
             v_err = float((logits.argmax(-1) != va).float().mean())
-        history["train loss"].append(total / max(count, 1))
-        history["valid loss"].append(v_loss)
-        history["valid error"].append(v_err)
-        history["linear"].append(linear)
-        if not linear and v_err < best[0]:
-            best = (v_err, {k: v.detach().clone() for k, v in model.state_dict().items()})
+            out = {"valid loss": float(nn.functional.cross_entropy(logits, va)), "valid error": v_err, "linear": phase[0]}
+        if not phase[0] and v_err < best[0]:
+            best[:] = [v_err, {k: v.detach().clone() for k, v in model.state_dict().items()}]
+        return out
+
+    history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: plan[i // per_epoch][1], progress=progress,
+                         desc="MemN2N", on_epoch_start=lambda e: phase.__setitem__(0, plan[e][0]), on_epoch_end=end)
     if best[1] is not None:
         model.load_state_dict(best[1])
+    model.eval()
     return history
 
 

@@ -1,12 +1,13 @@
-"""Framework-free pieces of MemN2N training: the schedule, batching and time noise."""
+"""Framework-free pieces of MemN2N training: the settings, the schedule, a batch with time noise.
+
+The epochs themselves run in the course's loop, ``utils.training.train_loop``.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
-
 import numpy as np
 
-__all__ = ["TrainConfig", "batches", "trim", "history_template", "schedule"]
+__all__ = ["TrainConfig", "noisy_batch", "trim", "schedule"]
 
 
 @dataclass(frozen=True)
@@ -44,10 +45,6 @@ class TrainConfig:
     seed: int = 0
 
 
-def history_template() -> dict[str, list]:
-    return {"train loss": [], "valid loss": [], "valid error": [], "linear": []}
-
-
 def schedule(cfg: TrainConfig) -> list[tuple[bool, float]]:
     """(linear, learning rate) for every epoch: the linear start, then the softmax phase.
 
@@ -64,18 +61,19 @@ def schedule(cfg: TrainConfig) -> list[tuple[bool, float]]:
     return linear + [(False, cfg.lr * 0.5 ** (e // cfg.anneal_every)) for e in range(cfg.epochs)]
 
 
-def batches(data: dict[str, np.ndarray], cfg: TrainConfig, rng: np.random.Generator) -> Iterator[tuple]:
-    """Shuffled mini-batches (stories with time noise, queries, answers)."""
+def noisy_batch(data: dict[str, np.ndarray], idx: np.ndarray, cfg: TrainConfig, rng: np.random.Generator) -> tuple:
+    """The rows ``idx`` as one training batch: stories with time noise (RN), queries, answers.
+
+    Memory slots empty in every story of the batch are cut off.
+    Shapes: idx (B,) -> stories (B, used, J), queries (B, J), answers (B,).
+    """
     from utils.data.babi import add_time_noise
 
-    order = rng.permutation(len(data["queries"]))
-    for i in range(0, len(order), cfg.batch_size):
-        idx = order[i : i + cfg.batch_size]
-        s = data["stories"][idx]
-        if cfg.time_noise > 0:
-            s = add_time_noise(s, rng, cfg.time_noise)
-        used = max(1, int((s != 0).any(-1).any(0).nonzero()[0].max(initial=0)) + 1)
-        yield s[:, :used], data["queries"][idx], data["answers"][idx]  # (B, used, J): skip empty tail slots
+    s = data["stories"][idx]
+    if cfg.time_noise > 0:
+        s = add_time_noise(s, rng, cfg.time_noise)
+    used = max(1, int((s != 0).any(-1).any(0).nonzero()[0].max(initial=0)) + 1)
+    return s[:, :used], data["queries"][idx], data["answers"][idx]
 
 
 def trim(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

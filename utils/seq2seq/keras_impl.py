@@ -23,6 +23,7 @@ from keras import ops  # noqa: E402
 
 from .. import checks  # noqa: E402
 from ..data.parallel import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from ..training import train_loop  # noqa: E402
 from ..attention import keras_impl as attn  # noqa: E402
 from . import _checks as _s2s_checks  # noqa: E402
 
@@ -305,17 +306,15 @@ def train_seq2seq(
     progress: bool = True,
     on_epoch_end: Callable[[int], dict] | None = None,
 ) -> dict[str, list[float]]:
-    """Teacher-forced training with Adam and gradient clipping at norm 1.
+    """Teacher-forced training with Adam and gradient clipping at norm 1, in the course's loop.
 
-    The batches are shuffled by a NumPy generator seeded with ``seed``, so both
-    twins see the same batches. ``on_epoch_end(epoch)`` may return extra
-    metrics to record. Returns the history ``{"loss": [per epoch], "seconds": [...], "batch_loss": [per batch], ...}``.
+    ``utils.training.train_loop`` shuffles the rows with a NumPy generator seeded
+    with ``seed`` (both twins see the same batches), shows the progress bar and
+    keeps the history: ``{"loss": per epoch, "batch_loss": per step, "lr", "seconds",
+    "step_seconds", ...}`` plus what ``on_epoch_end(epoch)`` returns.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
-    import time
-
     import tensorflow as tf
-    from tqdm.auto import tqdm
 
     if not (len(src) == len(tgt_in) == len(tgt_out)):
         raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
@@ -323,7 +322,11 @@ def train_seq2seq(
     if not model.built:
         model(src[:1], tgt_in[:1])
 
-    @tf.function(reduce_retracing=True)
+    # one trace serves every batch, the last shorter one too: the batch size is left open (the
+    # lengths stay fixed: the decoder unrolls over Tt)
+    s_spec, t_spec = (tf.TensorSpec([None, np.shape(a)[1]], tf.int32) for a in (src, tgt_in))
+
+    @tf.function(input_signature=[s_spec, t_spec, t_spec])
     def train_step(s: Tensor, ti: Tensor, to: Tensor) -> Tensor:
         with tf.GradientTape() as tape:
             logits, _ = model(s, ti, training=True)
@@ -332,27 +335,11 @@ def train_seq2seq(
         optimizer.apply_gradients(zip(grads, model.trainable_variables))
         return loss
 
-    rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": [], "batch_loss": []}
-    start = time.perf_counter()
-    # full batches only (the remainder is reshuffled into the next epoch): one shape, one graph trace
-    n_batches = max(1, len(src) // batch_size)
-    for epoch in range(epochs):
-        order = rng.permutation(len(src))
-        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
-        for b in bar:
-            idx = order[b * batch_size: (b + 1) * batch_size]
-            loss = train_step(
-                tf.constant(src[idx], tf.int32), tf.constant(tgt_in[idx], tf.int32), tf.constant(tgt_out[idx], tf.int32)
-            )
-            history["batch_loss"].append(float(loss))
-            total += history["batch_loss"][-1]
-            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
-        history["loss"].append(total / n_batches)
-        history["seconds"].append(time.perf_counter() - start)
-        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
-            history.setdefault(key, []).append(float(value))
-    return history
+    def step(idx: np.ndarray, _lr: float) -> float:
+        return float(train_step(*(tf.constant(a[idx], tf.int32) for a in (src, tgt_in, tgt_out))))
+
+    return train_loop(step, len(src), epochs, batch_size, seed, schedule=lambda i: lr, progress=progress,
+                      desc="seq2seq", on_epoch_end=on_epoch_end)
 
 
 def greedy_decode(

@@ -15,6 +15,7 @@ from torch import nn
 
 from .. import checks
 from ..data.parallel import BOS_ID, EOS_ID, PAD_ID
+from ..training import train_loop
 from ..attention import torch_impl as attn
 from . import _checks as _s2s_checks
 
@@ -269,49 +270,36 @@ def train_seq2seq(
     progress: bool = True,
     on_epoch_end: Callable[[int], dict] | None = None,
 ) -> dict[str, list[float]]:
-    """Teacher-forced training with Adam and gradient clipping at norm 1.
+    """Teacher-forced training with Adam and gradient clipping at norm 1, in the course's loop.
 
-    The batches are shuffled by a NumPy generator seeded with ``seed``, so both
-    twins see the same batches. ``on_epoch_end(epoch)`` may return extra
-    metrics to record. Returns the history ``{"loss": [per epoch], "seconds": [...], "batch_loss": [per batch], ...}``.
+    ``utils.training.train_loop`` shuffles the rows with a NumPy generator seeded
+    with ``seed`` (both twins see the same batches), shows the progress bar and
+    keeps the history: ``{"loss": per epoch, "batch_loss": per step, "lr", "seconds",
+    "step_seconds", ...}`` plus what ``on_epoch_end(epoch)`` returns.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
-    import time
-
-    from tqdm.auto import tqdm
-
     if not (len(src) == len(tgt_in) == len(tgt_out)):
         raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
     device = next(model.parameters()).device
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": [], "batch_loss": []}
-    start = time.perf_counter()
-    # full batches only (the remainder is reshuffled into the next epoch): one shape, one graph trace
-    n_batches = max(1, len(src) // batch_size)
-    for epoch in range(epochs):
+
+    def step(idx: np.ndarray, _lr: float) -> float:
         model.train()
-        order = rng.permutation(len(src))
-        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
-        for b in bar:
-            idx = order[b * batch_size: (b + 1) * batch_size]
-            s = torch.as_tensor(src[idx], device=device)
-            ti = torch.as_tensor(tgt_in[idx], device=device)
-            to = torch.as_tensor(tgt_out[idx], device=device)
-            logits, _ = model(s, ti)
-            loss = sequence_loss(logits, to)
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            history["batch_loss"].append(float(loss.detach()))
-            total += history["batch_loss"][-1]
-            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
-        history["loss"].append(total / n_batches)
-        history["seconds"].append(time.perf_counter() - start)
+        logits, _ = model(*(torch.as_tensor(a[idx], device=device) for a in (src, tgt_in)))
+        loss = sequence_loss(logits, torch.as_tensor(tgt_out[idx], device=device))
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return float(loss.detach())
+
+    def end(epoch: int) -> dict | None:
         model.eval()
-        for key, value in (on_epoch_end(epoch) if on_epoch_end else {}).items():
-            history.setdefault(key, []).append(float(value))
+        return on_epoch_end(epoch) if on_epoch_end else None
+
+    history = train_loop(step, len(src), epochs, batch_size, seed, schedule=lambda i: lr, progress=progress,
+                         desc="seq2seq", on_epoch_end=end)
+    model.eval()
     return history
 
 

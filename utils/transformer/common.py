@@ -12,7 +12,7 @@ Shapes: B batch, T prefix length, V vocabulary, K beam size.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -24,6 +24,22 @@ __all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_sea
 # The constructor arguments of an encoder or decoder block, read from a config by name
 # (``EncoderBlock.from_config``): the one place a config is unpacked into a block.
 BLOCK_FIELDS = ("d_model", "num_heads", "d_ff", "dropout", "norm_first", "residual", "layer_norm_eps", "activation")
+
+
+class BlockFromConfig:
+    """Mixin of both twins' ``EncoderBlock`` and ``DecoderBlock``: ``from_config``, written once."""
+
+    @classmethod
+    def from_config(cls, config: Any, **overrides: Any):
+        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
+        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields
+        (and, in Keras, layer arguments such as ``name``).
+
+        Shapes: none.
+        """
+        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
+        return cls(**{**fields, **overrides})
+
 
 @dataclass(frozen=True)
 class TransformerConfig:

@@ -22,10 +22,11 @@ from keras import ops  # noqa: E402
 
 from utils import checks  # noqa: E402
 from utils.data.parallel import PAD_ID  # noqa: E402
+from utils.training import train_loop  # noqa: E402
 from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
-from .common import BLOCK_FIELDS, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
+from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
 
 __all__ = [
     "warmup_schedule",
@@ -163,7 +164,7 @@ class _Sublayer(keras.layers.Layer):
         return (y if self.norm_first else self.norm(y)), extra
 
 
-class EncoderBlock(keras.layers.Layer):
+class EncoderBlock(BlockFromConfig, keras.layers.Layer):
     """Self-attention then feed-forward, each wrapped in a residual connection and LayerNorm.
 
     Shapes: call(x (B, Ts, D), mask broadcastable to (B, H, Ts, Ts)) -> x (B, Ts, D), weights (B, H, Ts, Ts).
@@ -187,16 +188,6 @@ class EncoderBlock(keras.layers.Layer):
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_attn")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
 
-    @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> "EncoderBlock":
-        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
-        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields
-        (and Keras layer arguments such as ``name``).
-
-        Shapes: none.
-        """
-        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
-        return cls(**{**fields, **overrides})
 
     def call(self, x: Tensor, mask: Tensor | None = None, training: bool | None = None):
         x, weights = self.sub_attn.apply(x, lambda h: self.self_attn(h, h, h, mask, training=training), training)
@@ -207,7 +198,7 @@ class EncoderBlock(keras.layers.Layer):
         return None
 
 
-class DecoderBlock(keras.layers.Layer):
+class DecoderBlock(BlockFromConfig, keras.layers.Layer):
     """Causal self-attention, attention over the encoder's output (cross-attention), feed-forward.
 
     Shapes: call(x (B, Tt, D), memory (B, Ts, D), self_mask to (B, H, Tt, Tt),
@@ -234,16 +225,6 @@ class DecoderBlock(keras.layers.Layer):
         self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_cross")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
 
-    @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> "DecoderBlock":
-        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
-        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields
-        (and Keras layer arguments such as ``name``).
-
-        Shapes: none.
-        """
-        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
-        return cls(**{**fields, **overrides})
 
     def call(
         self,
@@ -449,15 +430,15 @@ def train_transformer(
 ) -> dict[str, list[float]]:
     """Teacher-forced training: Adam (0.9, 0.98, 1e-9), the warm-up schedule, label smoothing, clipping at 1.
 
-    Batches are drawn by a NumPy generator seeded with ``seed``, so both twins
-    see the same batches. Stops after ``max_seconds`` as measured by ``clock`` (wall time by default;
+    Runs in the course's loop (``utils.training.train_loop``): rows shuffled by a
+    NumPy generator seeded with ``seed``, so both twins see the same batches; stops
+    after ``max_seconds`` as measured by ``clock`` (wall time by default;
     ``time.process_time`` gives a CPU-time budget), checked after every step, or when
     ``on_epoch_end(epoch)`` returns a dict with a true ``"stop"``. Returns
-    ``{"loss": per epoch, "seconds": elapsed at each epoch end, "lr": per step, ...}``.
+    ``{"loss": per epoch, "batch_loss": per step, "lr": per step, "seconds": at each epoch end, ...}``.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
     import tensorflow as tf
-    from tqdm.auto import tqdm
 
     if not (len(src) == len(tgt_in) == len(tgt_out)):
         raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
@@ -475,33 +456,12 @@ def train_transformer(
         optimizer.apply_gradients(zip(grads, variables))
         return loss
 
-    rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": [], "lr": []}
-    n_batches = math.ceil(len(src) / batch_size)
-    start, step = clock(), 0
-    for epoch in range(epochs):
-        order = rng.permutation(len(src))
-        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
-        for b in bar:
-            step += 1
-            lr = warmup_schedule(step, d_model, warmup_steps, lr_scale)
-            optimizer.learning_rate.assign(lr)
-            idx = order[b * batch_size : (b + 1) * batch_size]
-            loss = train_step(tf.constant(src[idx]), tf.constant(tgt_in[idx]), tf.constant(tgt_out[idx]))
-            total += float(loss)
-            history["lr"].append(lr)
-            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
-            if max_seconds is not None and clock() - start > max_seconds:
-                break  # out of time in the middle of an epoch
-        history["loss"].append(total / (b + 1))
-        history["seconds"].append(clock() - start)
-        extra = dict(on_epoch_end(epoch) or {}) if on_epoch_end else {}
-        stop = bool(extra.pop("stop", False))
-        for key, value in extra.items():
-            history.setdefault(key, []).append(float(value))
-        if stop or (max_seconds is not None and clock() - start > max_seconds):
-            break
-    return history
+    def step(idx: np.ndarray, lr: float) -> float:
+        optimizer.learning_rate.assign(lr)
+        return float(train_step(tf.constant(src[idx]), tf.constant(tgt_in[idx]), tf.constant(tgt_out[idx])))
+
+    return train_loop(step, len(src), epochs, batch_size, seed, lambda i: warmup_schedule(i + 1, d_model, warmup_steps, lr_scale),
+                      max_seconds=max_seconds, clock=clock, progress=progress, desc="Transformer", on_epoch_end=on_epoch_end)
 
 
 def _next_log_probs(model: Transformer, src: np.ndarray, batch_size: int):

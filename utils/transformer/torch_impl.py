@@ -17,10 +17,11 @@ from torch import nn
 
 from utils import checks
 from utils.data.parallel import PAD_ID
+from utils.training import train_loop
 from utils.attention.torch_impl import MultiHeadAttention, causal_mask
 from utils.positional.torch_impl import SinusoidalEncoding
 
-from .common import BLOCK_FIELDS, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
+from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
 
 __all__ = [
     "warmup_schedule",
@@ -146,7 +147,7 @@ class _Sublayer(nn.Module):
         return (y if self.norm_first else self.norm(y)), extra
 
 
-class EncoderBlock(nn.Module):
+class EncoderBlock(BlockFromConfig, nn.Module):
     """Self-attention then feed-forward, each wrapped in a residual connection and LayerNorm.
 
     Shapes: forward(x (B, Ts, D), mask broadcastable to (B, H, Ts, Ts)) -> x (B, Ts, D), weights (B, H, Ts, Ts).
@@ -169,15 +170,6 @@ class EncoderBlock(nn.Module):
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
 
-    @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> "EncoderBlock":
-        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
-        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields.
-
-        Shapes: none.
-        """
-        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
-        return cls(**{**fields, **overrides})
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, training: bool | None = None):
         training = self.training if training is None else training
@@ -186,7 +178,7 @@ class EncoderBlock(nn.Module):
         return x, weights
 
 
-class DecoderBlock(nn.Module):
+class DecoderBlock(BlockFromConfig, nn.Module):
     """Causal self-attention, attention over the encoder's output (cross-attention), feed-forward.
 
     Shapes: forward(x (B, Tt, D), memory (B, Ts, D), self_mask to (B, H, Tt, Tt),
@@ -212,15 +204,6 @@ class DecoderBlock(nn.Module):
         self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
 
-    @classmethod
-    def from_config(cls, config: Any, **overrides: Any) -> "DecoderBlock":
-        """A block sized by ``config`` (a ``TransformerConfig``, or any object with some of
-        ``BLOCK_FIELDS``, such as a ``BertConfig``); ``overrides`` set or replace fields.
-
-        Shapes: none.
-        """
-        fields = {k: getattr(config, k) for k in BLOCK_FIELDS if hasattr(config, k)}
-        return cls(**{**fields, **overrides})
 
     def forward(
         self,
@@ -406,54 +389,38 @@ def train_transformer(
 ) -> dict[str, list[float]]:
     """Teacher-forced training: Adam (0.9, 0.98, 1e-9), the warm-up schedule, label smoothing, clipping at 1.
 
-    Batches are drawn by a NumPy generator seeded with ``seed``, so both twins
-    see the same batches. Stops after ``max_seconds`` as measured by ``clock`` (wall time by default;
+    Runs in the course's loop (``utils.training.train_loop``): rows shuffled by a
+    NumPy generator seeded with ``seed``, so both twins see the same batches; stops
+    after ``max_seconds`` as measured by ``clock`` (wall time by default;
     ``time.process_time`` gives a CPU-time budget), checked after every step, or when
     ``on_epoch_end(epoch)`` returns a dict with a true ``"stop"``. Returns
-    ``{"loss": per epoch, "seconds": elapsed at each epoch end, "lr": per step, ...}``.
+    ``{"loss": per epoch, "batch_loss": per step, "lr": per step, "seconds": at each epoch end, ...}``.
     Shapes: src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
-    from tqdm.auto import tqdm
-
     if not (len(src) == len(tgt_in) == len(tgt_out)):
         raise ValueError(f"src, tgt_in, tgt_out: expected the same N, got {len(src)}, {len(tgt_in)}, {len(tgt_out)}")
     device = _device(model)
     d_model = model.config.d_model
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
-    rng = np.random.default_rng(seed)
-    history: dict[str, list[float]] = {"loss": [], "seconds": [], "lr": []}
-    n_batches = math.ceil(len(src) / batch_size)
-    start, step = clock(), 0
-    for epoch in range(epochs):
+
+    def step(idx: np.ndarray, lr: float) -> float:
         model.train()
-        order = rng.permutation(len(src))
-        total, bar = 0.0, tqdm(range(n_batches), desc=f"epoch {epoch + 1}/{epochs}", disable=not progress, leave=False)
-        for b in bar:
-            step += 1
-            lr = warmup_schedule(step, d_model, warmup_steps, lr_scale)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            idx = order[b * batch_size : (b + 1) * batch_size]
-            logits, _ = model(torch.as_tensor(src[idx], device=device), torch.as_tensor(tgt_in[idx], device=device))
-            loss = label_smoothing_loss(logits, torch.as_tensor(tgt_out[idx], device=device), smoothing)
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            total += float(loss.detach())
-            history["lr"].append(lr)
-            bar.set_postfix(loss=f"{total / (b + 1):.4f}")
-            if max_seconds is not None and clock() - start > max_seconds:
-                break  # out of time in the middle of an epoch
-        history["loss"].append(total / (b + 1))
-        history["seconds"].append(clock() - start)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        logits, _ = model(torch.as_tensor(src[idx], device=device), torch.as_tensor(tgt_in[idx], device=device))
+        loss = label_smoothing_loss(logits, torch.as_tensor(tgt_out[idx], device=device), smoothing)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        return float(loss.detach())
+
+    def end(epoch: int) -> dict | None:
         model.eval()
-        extra = dict(on_epoch_end(epoch) or {}) if on_epoch_end else {}
-        stop = bool(extra.pop("stop", False))
-        for key, value in extra.items():
-            history.setdefault(key, []).append(float(value))
-        if stop or (max_seconds is not None and clock() - start > max_seconds):
-            break
+        return on_epoch_end(epoch) if on_epoch_end else None
+
+    history = train_loop(step, len(src), epochs, batch_size, seed, lambda i: warmup_schedule(i + 1, d_model, warmup_steps, lr_scale),
+                         max_seconds=max_seconds, clock=clock, progress=progress, desc="Transformer", on_epoch_end=end)
     model.eval()
     return history
 
