@@ -93,3 +93,11 @@ def test_bucketed_batches_hold_rows_of_similar_length() -> None:
         assert sorted(np.concatenate(batches)) == list(range(400))
     spread = lambda bs: np.mean([np.ptp(lengths[b]) for b in bs])  # noqa: E731
     assert spread(bucketed) < 0.25 * spread(plain), (spread(bucketed), spread(plain))
+
+
+def test_set_training_switches_modes_around_steps_and_evaluation() -> None:
+    log: list = []
+    step = lambda rows, lr: log.append("step") or 1.0  # noqa: E731
+    train_loop(step, 4, epochs=2, batch_size=2, set_training=lambda on: log.append(on),
+               on_epoch_end=lambda e: log.append("eval"), progress=False)
+    assert log == [True, "step", "step", False, "eval", True, "step", "step", False, "eval", False]

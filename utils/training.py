@@ -81,6 +81,7 @@ def train_loop(
     desc: str = "training",
     on_epoch_start: Callable[[int], None] | None = None,
     on_epoch_end: Callable[[int], dict | None] | None = None,
+    set_training: Callable[[bool], object] | None = None,
 ) -> dict[str, list]:
     """Run ``epochs`` epochs of ``step(rows, lr) -> loss`` over batches of row indices.
 
@@ -94,8 +95,11 @@ def train_loop(
     ``time.process_time`` makes it a CPU-time budget), checked after every step,
     or when ``on_epoch_end(epoch)`` returns a dict with a true ``"stop"``; its
     other entries are recorded per epoch. ``on_epoch_start(epoch)`` runs first
-    in every epoch. The progress bar counts steps over the whole run, so its
-    time estimate covers the whole run too.
+    in every epoch. ``set_training(True)`` is called before an epoch's steps and
+    ``set_training(False)`` before ``on_epoch_end`` and at the end of the run (a
+    PyTorch twin passes ``model.train``: dropout on while training, off while
+    evaluating). The progress bar counts steps over the whole run, so its time
+    estimate covers the whole run too.
     Returns the history described in the module's docstring.
     Shapes: rows (B,) int indices into the N training rows.
     """
@@ -117,6 +121,8 @@ def train_loop(
             if on_epoch_start is not None:
                 on_epoch_start(epoch)
             epoch_batches = draw(rng)
+            if set_training is not None:
+                set_training(True)
             if bar is None:
                 bar = tqdm(total=epochs * len(epoch_batches), desc=desc, disable=not progress, leave=False)
             total, rows = 0.0, 0
@@ -135,6 +141,8 @@ def train_loop(
                     break
             history["loss"].append(total / max(rows, 1))
             history["seconds"].append(clock() - start)
+            if set_training is not None:
+                set_training(False)
             extra = dict(on_epoch_end(epoch) or {}) if on_epoch_end is not None else {}
             stop = bool(extra.pop("stop", False))
             for key, value in extra.items():
@@ -144,4 +152,6 @@ def train_loop(
     finally:
         if bar is not None:
             bar.close()
+        if set_training is not None:
+            set_training(False)
     return history

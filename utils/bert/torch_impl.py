@@ -314,7 +314,6 @@ def pretrain_mlm(
     done = [0]  # steps taken: each step masks with its own seed
 
     def step(rows: np.ndarray, lr: float) -> float:
-        model.train()
         _set_lr(optimizer, lr)
         batch = torch.as_tensor(ids[rows], device=device)
         inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + done[0])
@@ -327,11 +326,9 @@ def pretrain_mlm(
         optimizer.step()
         return float(loss.detach())
 
-    history = train_loop(step, len(ids), 1, batch_size, seed, schedule,
-                         batches=lambda rng: [rng.integers(0, len(ids), batch_size) for _ in range(steps)],
-                         max_seconds=max_seconds, progress=progress, desc="MLM pre-training")
-    model.eval()
-    return history
+    return train_loop(step, len(ids), 1, batch_size, seed, schedule,
+                      batches=lambda rng: [rng.integers(0, len(ids), batch_size) for _ in range(steps)],
+                      max_seconds=max_seconds, progress=progress, desc="MLM pre-training", set_training=model.train)
 
 
 def load_pretrained(
@@ -454,10 +451,8 @@ def fine_tune(
         _set_lr(optimizer, lr)
         return fine_tune_step(model, optimizer, _rows(inputs, idx, device), y[idx])
 
-    history = train_loop(step, n, epochs, batch_size, seed, schedule, batches=lambda rng: batch_order(n, batch_size, rng, lengths),
-                         max_seconds=max_seconds, clock=clock, progress=progress, desc="fine-tuning")
-    model.eval()
-    return history
+    return train_loop(step, n, epochs, batch_size, seed, schedule, batches=lambda rng: batch_order(n, batch_size, rng, lengths),
+                      max_seconds=max_seconds, clock=clock, progress=progress, desc="fine-tuning", set_training=model.train)
 
 
 @torch.no_grad()

@@ -401,7 +401,6 @@ def train_memn2n(
     phase = [plan[0][0]]  # linear (no softmax in the hops) in this epoch?
 
     def step(idx: np.ndarray, lr: float) -> float:
-        model.train()
         for group in opt.param_groups:
             group["lr"] = lr
         s, q, a = (torch.as_tensor(x, device=dev) for x in noisy_batch(train, idx, cfg, rng))
@@ -415,7 +414,6 @@ def train_memn2n(
         return loss.item() / len(a)
 
     def end(epoch: int) -> dict:
-        model.eval()
         with torch.no_grad():
             logits, _ = model(vs, vq, linear=phase[0])
             v_err = float((logits.argmax(-1) != va).float().mean())
@@ -425,10 +423,10 @@ def train_memn2n(
         return out
 
     history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: plan[i // per_epoch][1], progress=progress,
-                         desc="MemN2N", on_epoch_start=lambda e: phase.__setitem__(0, plan[e][0]), on_epoch_end=end)
+                         desc="MemN2N", on_epoch_start=lambda e: phase.__setitem__(0, plan[e][0]), on_epoch_end=end,
+                         set_training=model.train)
     if best[1] is not None:
         model.load_state_dict(best[1])
-    model.eval()
     return history
 
 

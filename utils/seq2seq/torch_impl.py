@@ -284,7 +284,6 @@ def train_seq2seq(
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
 
     def step(idx: np.ndarray, _lr: float) -> float:
-        model.train()
         logits, _ = model(*(torch.as_tensor(a[idx], device=device) for a in (src, tgt_in)))
         loss = sequence_loss(logits, torch.as_tensor(tgt_out[idx], device=device))
         optimizer.zero_grad()
@@ -293,14 +292,8 @@ def train_seq2seq(
         optimizer.step()
         return float(loss.detach())
 
-    def end(epoch: int) -> dict | None:
-        model.eval()
-        return on_epoch_end(epoch) if on_epoch_end else None
-
-    history = train_loop(step, len(src), epochs, batch_size, seed, schedule=lambda i: lr, progress=progress,
-                         desc="seq2seq", on_epoch_end=end)
-    model.eval()
-    return history
+    return train_loop(step, len(src), epochs, batch_size, seed, schedule=lambda i: lr, progress=progress,
+                      desc="seq2seq", on_epoch_end=on_epoch_end, set_training=model.train)
 
 
 @torch.no_grad()

@@ -404,7 +404,6 @@ def train_transformer(
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
 
     def step(idx: np.ndarray, lr: float) -> float:
-        model.train()
         for group in optimizer.param_groups:
             group["lr"] = lr
         logits, _ = model(torch.as_tensor(src[idx], device=device), torch.as_tensor(tgt_in[idx], device=device))
@@ -415,14 +414,9 @@ def train_transformer(
         optimizer.step()
         return float(loss.detach())
 
-    def end(epoch: int) -> dict | None:
-        model.eval()
-        return on_epoch_end(epoch) if on_epoch_end else None
-
-    history = train_loop(step, len(src), epochs, batch_size, seed, lambda i: warmup_schedule(i + 1, d_model, warmup_steps, lr_scale),
-                         max_seconds=max_seconds, clock=clock, progress=progress, desc="Transformer", on_epoch_end=end)
-    model.eval()
-    return history
+    return train_loop(step, len(src), epochs, batch_size, seed, lambda i: warmup_schedule(i + 1, d_model, warmup_steps, lr_scale),
+                      max_seconds=max_seconds, clock=clock, progress=progress, desc="Transformer", on_epoch_end=on_epoch_end,
+                      set_training=model.train)
 
 
 def _next_log_probs(model: Transformer, src: np.ndarray, batch_size: int):
