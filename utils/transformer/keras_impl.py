@@ -188,7 +188,6 @@ class EncoderBlock(BlockFromConfig, keras.layers.Layer):
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_attn")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
 
-
     def call(self, x: Tensor, mask: Tensor | None = None, training: bool | None = None):
         x, weights = self.sub_attn.apply(x, lambda h: self.self_attn(h, h, h, mask, training=training), training)
         x, _ = self.sub_ff.apply(x, lambda h: (self.ff(h, training=training), None), training)
@@ -224,7 +223,6 @@ class DecoderBlock(BlockFromConfig, keras.layers.Layer):
         self.sub_self = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_self")
         self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_cross")
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps, name="sub_ff")
-
 
     def call(
         self,

@@ -170,7 +170,6 @@ class EncoderBlock(BlockFromConfig, nn.Module):
         self.sub_attn = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
 
-
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, training: bool | None = None):
         training = self.training if training is None else training
         x, weights = self.sub_attn(x, lambda h: self.self_attn(h, h, h, mask, training), training)
@@ -203,7 +202,6 @@ class DecoderBlock(BlockFromConfig, nn.Module):
         self.sub_self = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_cross = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
         self.sub_ff = _Sublayer(d_model, dropout, norm_first, residual, layer_norm_eps)
-
 
     def forward(
         self,
