@@ -92,7 +92,7 @@ def attention_panels(
     so equal colours mean equal weights in every panel. ``x_labels``/``y_labels``
     are one list of strings for all panels or one list per panel. Panels wrap after
     ``ncols`` (default: up to 3 in a row, so the figure fits a notebook column).
-    Returns the axes, shape (rows, ncols). Shapes: maps[i] (Tq_i, Tk_i).
+    Returns the axes, shape (rows, ncols). Shapes: maps[i] (Tq, Tk), the sizes may differ from map to map.
     """
     arrays = [np.asarray(to_numpy(m), dtype=float) for m in maps]
     n = len(arrays)
@@ -220,11 +220,11 @@ def matrix_heatmap(
 ) -> plt.Axes:
     """Heatmap of any real matrix (an encoding table, a similarity matrix, a mask).
 
-    With ``symmetric`` the colour scale is centred on zero. Shapes: matrix (R, C).
+    With ``symmetric`` the colour scale is centred on zero. Shapes: matrix (rows, cols).
     """
     m = np.asarray(to_numpy(matrix), dtype=float)
     if m.ndim != 2:
-        raise ValueError(f"matrix: expected (R, C), got shape {m.shape}")
+        raise ValueError(f"matrix: expected (rows, cols), got shape {m.shape}")
     if ax is None:
         _, ax = plt.subplots(figsize=(5, 3.6))
     limit = float(np.abs(m).max()) or 1.0
@@ -304,10 +304,10 @@ def cost_curves(
 
 
 def _image_grid(image: Any, patch_size: int, name: str = "image") -> tuple[np.ndarray, int, int]:
-    """The image as floats (H, W, C) and its patch grid (rows, columns)."""
+    """The image as floats (Ih, Iw, Ic) and its patch grid (rows, columns)."""
     img = np.asarray(to_numpy(image), dtype=float)
     if img.ndim != 3:
-        raise ValueError(f"{name}: expected (H, W, C), got shape {img.shape}")
+        raise ValueError(f"{name}: expected (Ih, Iw, Ic), got shape {img.shape}")
     check_positive_int("patch_size", patch_size)
     if img.shape[0] % patch_size or img.shape[1] % patch_size:
         raise ValueError(f"{name}: expected height and width divisible by patch_size={patch_size}, got {img.shape[:2]}")
@@ -323,7 +323,7 @@ def image_patches(
 ) -> plt.Axes:
     """An image with its patch grid drawn over it and, with ``numbers``, each patch's index (row by row).
 
-    Shapes: image (H, W, C) with values in [0, 1], H and W multiples of ``patch_size``.
+    Shapes: image (Ih, Iw, Ic) with values in [0, 1], Ih and Iw multiples of ``patch_size``.
     """
     img, rows, cols = _image_grid(image, patch_size)
     if ax is None:
@@ -358,7 +358,7 @@ def patch_attention(
 
     The colour scale runs from 0 to ``vmax`` (default: the largest weight); panels
     drawn side by side should share one ``vmax``. ``query`` outlines that patch.
-    Shapes: image (H, W, C); weights (N,) with N = (H / patch_size) (W / patch_size).
+    Shapes: image (Ih, Iw, Ic); weights (Np,) with Np = (Ih / patch_size) (Iw / patch_size).
     """
     img, rows, cols = _image_grid(image, patch_size)
     w = np.asarray(to_numpy(weights), dtype=float)

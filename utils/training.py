@@ -21,7 +21,8 @@ anything else           per epoch: what ``on_epoch_end`` returned
 A run that stops in the middle of an epoch (out of time) still records that
 epoch's partial ``loss`` and ``seconds``.
 
-Shapes: N rows of training data, B rows per batch.
+Shapes: letters of ``utils/shapes.py``; here N rows of training data, B rows per
+batch.
 """
 from __future__ import annotations
 

@@ -1,9 +1,10 @@
 """Keras 3 twin of the attention core (same names and signatures as torch_impl).
 
 Written with ``keras.ops`` and run on the TensorFlow backend in the course.
-Shapes: B batch, Tq queries, Tk keys, D query/key width, Dv value width,
-A additive hidden width, H heads, Dh = D / H; ``...`` are leading batch dims. Masks are boolean
-keep-masks (True = may attend) broadcastable to (..., Tq, Tk).
+Shapes: letters of ``utils/shapes.py``; here B batch, Tq queries, Tk keys, D
+query/key width, Dv value width, A additive hidden width, H heads, Dh = D / H;
+``...`` are leading batch dims. Masks are boolean keep-masks (True = may attend)
+broadcastable to (..., Tq, Tk).
 """
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ conversion goes through this module and is tested against the library on a
 causal case. The module imports no framework at import time; each converter
 imports the one it needs when called.
 
-Shapes: B batch, H heads, Tq queries, Tk keys.
+Shapes: letters of ``utils/shapes.py``; here B batch, H heads, Tq queries, Tk keys.
 """
 from __future__ import annotations
 

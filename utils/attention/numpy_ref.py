@@ -1,8 +1,9 @@
 """NumPy reference of the attention core: the readable, exact version.
 
-Shapes: B batch, Tq queries, Tk keys, D query/key width, Dv value width,
-A additive hidden width, H heads, Dh = D / H; ``...`` are leading batch dims. Masks are boolean
-keep-masks (True = may attend) broadcastable to (..., Tq, Tk).
+Shapes: letters of ``utils/shapes.py``; here B batch, Tq queries, Tk keys, D
+query/key width, Dv value width, A additive hidden width, H heads, Dh = D / H;
+``...`` are leading batch dims. Masks are boolean keep-masks (True = may attend)
+broadcastable to (..., Tq, Tk).
 """
 from __future__ import annotations
 

@@ -10,8 +10,9 @@ the same linear map.)
 
 NumPy only, so both twin notebooks cut the same image the same way; the
 flattened patches then go into each framework's attention.
-Shapes: H, W image height and width, C channels, P patch size,
-N = (H / P) (W / P) patches, ``...`` leading batch dimensions.
+Shapes: letters of ``utils/shapes.py``; here Ih, Iw image height and width, Ic
+channels, P patch size, Np = (Ih / P) (Iw / P) patches, ``...`` leading batch
+dimensions.
 """
 from __future__ import annotations
 
@@ -33,24 +34,24 @@ def _grid(name: str, height: int, width: int, patch_size: int) -> tuple[int, int
 def patchify(image: np.ndarray, patch_size: int) -> np.ndarray:
     """Cut an image into non-overlapping ``patch_size`` squares and flatten each one.
 
-    Patch i = r * (W / P) + c is the square in patch row r and column c.
-    Shapes: image (..., H, W, C) -> (..., N, P * P * C).
+    Patch i = r * (Iw / P) + c is the square in patch row r and column c.
+    Shapes: image (..., Ih, Iw, Ic) -> (..., Np, P * P * Ic).
     """
     p = check_positive_int("patch_size", patch_size)
     image = np.asarray(image)
     if image.ndim < 3:
-        raise ValueError(f"image: expected (..., H, W, C) with a channel axis, got shape {image.shape}")
+        raise ValueError(f"image: expected (..., Ih, Iw, Ic) with a channel axis, got shape {image.shape}")
     *lead, h, w, c = image.shape
     gh, gw = _grid("image", h, w, p)
-    x = image.reshape(*lead, gh, p, gw, p, c)  # (..., H/P, P, W/P, P, C)
-    x = np.moveaxis(x, -4, -3)  # (..., H/P, W/P, P, P, C): the two grid axes first
-    return x.reshape(*lead, gh * gw, p * p * c)  # (..., N, P*P*C)
+    x = image.reshape(*lead, gh, p, gw, p, c)  # (..., Ih/P, P, Iw/P, P, Ic)
+    x = np.moveaxis(x, -4, -3)  # (..., Ih/P, Iw/P, P, P, Ic): the two grid axes first
+    return x.reshape(*lead, gh * gw, p * p * c)  # (..., Np, P*P*Ic)
 
 
 def unpatchify(patches: np.ndarray, patch_size: int, height: int, width: int) -> np.ndarray:
     """Put flattened patches back into an image: the inverse of ``patchify``.
 
-    Shapes: patches (..., N, P * P * C) with N = (height / P) (width / P) -> (..., height, width, C).
+    Shapes: patches (..., Np, P * P * Ic) with Np = (height / P) (width / P) -> (..., height, width, Ic).
     """
     p = check_positive_int("patch_size", patch_size)
     check_positive_int("height", height)
@@ -64,6 +65,6 @@ def unpatchify(patches: np.ndarray, patch_size: int, height: int, width: int) ->
         )
     *lead, _, flat = patches.shape
     c = flat // (p * p)
-    x = patches.reshape(*lead, gh, gw, p, p, c)  # (..., H/P, W/P, P, P, C)
-    x = np.moveaxis(x, -3, -4)  # (..., H/P, P, W/P, P, C)
-    return x.reshape(*lead, height, width, c)  # (..., H, W, C)
+    x = patches.reshape(*lead, gh, gw, p, p, c)  # (..., Ih/P, Iw/P, P, P, Ic)
+    x = np.moveaxis(x, -3, -4)  # (..., Ih/P, P, Iw/P, P, Ic)
+    return x.reshape(*lead, height, width, c)  # (..., Ih, Iw, Ic)

@@ -1,8 +1,9 @@
 """PyTorch twin of the attention core (same names and signatures as keras_impl).
 
-Shapes: B batch, Tq queries, Tk keys, D query/key width, Dv value width,
-A additive hidden width, H heads, Dh = D / H; ``...`` are leading batch dims. Masks are boolean
-keep-masks (True = may attend) broadcastable to (..., Tq, Tk).
+Shapes: letters of ``utils/shapes.py``; here B batch, Tq queries, Tk keys, D
+query/key width, Dv value width, A additive hidden width, H heads, Dh = D / H;
+``...`` are leading batch dims. Masks are boolean keep-masks (True = may attend)
+broadcastable to (..., Tq, Tk).
 """
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ Twins with one public API (a test compares their names and signatures):
   to the course's, reading a Hugging Face folder, and finding the packaged
   all-MiniLM-L6-v2 weights (offline fallback).
 
-Shape letters: B batch, T tokens, D d_model, H heads, Dh = D / H, F d_ff,
-V vocabulary size, C classes, L layers. ``padding_mask`` (B, T) is True on
-real tokens; inside, the blocks use the course's keep-mask (B, 1, 1, T).
-``BertClassifier(..., pooling="cls" | "mean")`` reads BERT's [CLS] pooler or the
-mean of the token vectors over the real tokens (``mean_pool``).
+Shape letters: those of ``utils/shapes.py``; here B batch, T tokens, D d_model, H
+heads, Dh = D / H, F d_ff, V vocabulary size, C classes, L layers, N examples.
+``padding_mask`` (B, T) is True on real tokens; inside, the blocks use the course's
+keep-mask (B, 1, 1, T). ``BertClassifier(..., pooling="cls" | "mean")`` reads BERT's
+[CLS] pooler or the mean of the token vectors over the real tokens (``mean_pool``).
 Both twins share weight names, so ``export_weights`` of one loads into the other.
 """

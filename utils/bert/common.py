@@ -16,7 +16,8 @@
 * ``linear_probe``: logistic regression on frozen sentence vectors (NumPy), to
   compare what two kinds of vector know without fine-tuning anything.
 
-Shapes: B batch, T tokens, D d_model, V vocabulary size, F d_ff, L layers, N examples.
+Shapes: letters of ``utils/shapes.py``; here B batch, T tokens, D d_model, V
+vocabulary size, F d_ff, L layers, N examples (N' another number of them).
 """
 from __future__ import annotations
 
@@ -168,7 +169,7 @@ def warmup_linear_decay(step: int | np.ndarray, total_steps: int, warmup_steps: 
     """BERT's learning rate: a linear rise from 0 to ``peak_lr`` over ``warmup_steps``, then a linear fall to 0.
 
     Steps count from 1 (the first update uses peak_lr / warmup_steps).
-    Shapes: step scalar or (N,) -> the same shape.
+    Shapes: step a scalar or an array of any shape -> the same shape.
     """
     check_positive_int("total_steps", total_steps)
     if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, (int, np.integer)) or not 0 <= warmup_steps <= total_steps:
@@ -288,7 +289,7 @@ def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, s
     start at zero and take ``steps`` full-batch gradient steps on the mean
     cross-entropy (no penalty: stopping after a few hundred steps is the
     regulariser). Deterministic, NumPy only, so both twins get the same numbers.
-    Shapes: train_x (N, D), train_y (N,) of 0/1, test_x (M, D) -> (M,).
+    Shapes: train_x (N, D), train_y (N,) of 0/1, test_x (N', D) -> (N',).
     """
     x = np.asarray(train_x, dtype=np.float64)
     y = np.asarray(train_y)
@@ -298,7 +299,7 @@ def linear_probe(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray, s
     if y.shape != (len(x),) or not np.isin(y, (0, 1)).all():
         raise ValueError(f"train_y: expected ({len(x)},) labels of 0 or 1, got shape {y.shape} with values {np.unique(y)[:5]}")
     if z.ndim != 2 or z.shape[1] != x.shape[1]:
-        raise ValueError(f"test_x: expected (M, {x.shape[1]}) like train_x, got shape {z.shape}")
+        raise ValueError(f"test_x: expected (N', {x.shape[1]}) like train_x, got shape {z.shape}")
     check_positive_int("steps", steps)
     if not lr > 0:
         raise ValueError(f"lr: expected a positive learning rate, got {lr!r}")

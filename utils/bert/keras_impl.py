@@ -3,10 +3,10 @@
 Written with ``keras.ops`` on the TensorFlow backend; fine-tuning runs the
 PyTorch twin's loop with a compiled (``tf.function``) step. The blocks are ``utils.transformer``'s ``EncoderBlock`` with
 ``norm_first=False`` (post-LN) and GELU.
-Shapes: B batch, T tokens, D d_model, H heads, F d_ff, V vocabulary size,
-C classes, L layers. Masks: ``padding_mask`` (B, T) is True on real tokens; the
-blocks get the course's keep-mask (B, 1, 1, T). Labels that no loss counts are
--100 (``IGNORE_INDEX``), as in the PyTorch twin.
+Shapes: letters of ``utils/shapes.py``; here B batch, T tokens, D d_model, H heads,
+F d_ff, V vocabulary size, C classes, L layers, N examples. Masks: ``padding_mask``
+(B, T) is True on real tokens; the blocks get the course's keep-mask (B, 1, 1, T).
+Labels that no loss counts are -100 (``IGNORE_INDEX``), as in the PyTorch twin.
 """
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ class BertEmbeddings(keras.layers.Layer):
         init = keras.initializers.RandomNormal(stddev=0.02)
         self.token = self.add_weight(shape=(c.vocab_size, c.d_model), initializer=init, name="token")  # (V, D)
         self.position = self.add_weight(shape=(c.max_len, c.d_model), initializer=init, name="position")  # (max_len, D)
-        self.segment = self.add_weight(shape=(c.type_vocab_size, c.d_model), initializer=init, name="segment")  # (S, D)
+        self.segment = self.add_weight(shape=(c.type_vocab_size, c.d_model), initializer=init, name="segment")  # (type_vocab_size, D)
         self.norm = LayerNorm(c.d_model, c.layer_norm_eps, name="norm")
         self._drop = _Dropout(c.dropout, name="dropout")
         self.built = True  # every weight exists already

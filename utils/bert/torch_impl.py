@@ -3,9 +3,9 @@
 BERT is the Transformer's encoder with learned positions, segment embeddings,
 post-LN blocks (``utils.transformer``'s ``EncoderBlock`` with ``norm_first=False``
 and GELU) and a pooler on the [CLS] token.
-Shapes: B batch, T tokens, D d_model, H heads, F d_ff, V vocabulary size,
-C classes, L layers. Masks: ``padding_mask`` (B, T) is True on real tokens; the
-blocks get the course's keep-mask (B, 1, 1, T).
+Shapes: letters of ``utils/shapes.py``; here B batch, T tokens, D d_model, H heads,
+F d_ff, V vocabulary size, C classes, L layers, N examples. Masks: ``padding_mask``
+(B, T) is True on real tokens; the blocks get the course's keep-mask (B, 1, 1, T).
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ class BertEmbeddings(nn.Module):
         self.config = c
         self.token = nn.Parameter(torch.randn(c.vocab_size, c.d_model) * 0.02)  # (V, D)
         self.position = nn.Parameter(torch.randn(c.max_len, c.d_model) * 0.02)  # (max_len, D)
-        self.segment = nn.Parameter(torch.randn(c.type_vocab_size, c.d_model) * 0.02)  # (S, D)
+        self.segment = nn.Parameter(torch.randn(c.type_vocab_size, c.d_model) * 0.02)  # (type_vocab_size, D)
         self.norm = LayerNorm(c.d_model, c.layer_norm_eps)
 
     def forward(self, token_ids: Any, segment_ids: Any = None, training: bool | None = None) -> torch.Tensor:

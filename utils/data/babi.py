@@ -24,9 +24,9 @@ Three ways to get data, offline first:
   need nothing else.
 
 :func:`vectorize` turns examples into the integer arrays the MemN2N models take.
-Shape letters: N examples, M memory slots (sentences), J words per sentence.
-Memory slot 0 holds the MOST RECENT sentence (the temporal encoding indexes by
-recency, as in the paper).
+Shape letters: those of ``utils/shapes.py``; here N examples, M memory slots
+(sentences), J words per sentence. Memory slot 0 holds the MOST RECENT sentence (the
+temporal encoding indexes by recency, as in the paper).
 
 This module imports no deep-learning framework.
 """

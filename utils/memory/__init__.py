@@ -6,9 +6,11 @@ Three twins share one public API (a test compares their names and signatures):
 * ``utils.memory.torch_impl``: PyTorch, with the trainable ``MemN2N`` module.
 * ``utils.memory.keras_impl``: Keras 3 (``keras.ops``), with the ``MemN2N`` layer.
 
-Shape letters: B batch, M memory slots (sentences; slot 0 is the newest),
-J words per sentence, V vocabulary, D embedding width, K hops, N memory rows
-of a Neural Turing Machine or DNC memory, W their width, R DNC read heads.
+Shape letters: those of ``utils/shapes.py``; here B batch, M memory slots (a MemN2N
+slot holds one sentence, slot 0 the newest; the slots of a Neural Turing Machine or
+DNC memory are the rows of its matrix), J words per sentence, V vocabulary, D
+embedding width, K hops, W width of an NTM/DNC memory row, R DNC read heads, N
+examples. (The DNC checks' error messages call the slots N.)
 
 Weights of a MemN2N with adjacent tying: ``embeddings`` (K+1, V, D) and
 ``temporal`` (K+1, M, D). Hop k (1-based) uses A^k = embeddings[k-1] for the

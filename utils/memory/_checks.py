@@ -87,7 +87,8 @@ def check_content(memory: Any, key: Any, strength: Any) -> None:
 
 
 # ----------------------------------------------------------------------------- DNC memory
-# Shape letters: B batch, N memory rows (slots), W row width, R read heads.
+# Shape letters (``utils/shapes.py``): B batch, M memory slots (rows), W row width, R read heads.
+# The layouts below spell the slots N: tests quote the error messages they make.
 
 DNC_STATE = ("memory", "usage", "link", "precedence", "write_weights", "read_weights")
 DNC_INTERFACE = (
@@ -98,6 +99,9 @@ DNC_INTERFACE = (
 
 def check_dnc(**arrays: Any) -> None:
     """Check DNC arrays against one another by their layouts (letters B, N, W, R, and the 3 read modes).
+
+    Layout letter N is the memory slots (M in ``utils/shapes.py`` and the docstrings):
+    the error messages it makes are quoted by tests.
 
     Each keyword is ``name=(array, "B N")``: the letters name the axes, and every
     letter must mean the same size in every argument of the call.

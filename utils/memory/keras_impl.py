@@ -1,10 +1,11 @@
 """Keras 3 twin of the memory-network and DNC-memory code (same names and signatures as torch_impl).
 
 Written with ``keras.ops`` and run on the TensorFlow backend in the course.
-Shapes: B batch, M memory slots (slot 0 = newest sentence), J words per
-sentence, V vocabulary, D embedding width, K hops; N memory rows and W their
-width for the content read and the DNC memory, R DNC read heads. Word id 0
-is padding and contributes nothing.
+Shapes: letters of ``utils/shapes.py``; here B batch, M memory slots (a MemN2N slot
+holds a sentence, slot 0 the newest; an NTM/DNC slot is a row of the memory matrix),
+J words per sentence, V vocabulary, D embedding width, K hops, W width of an NTM/DNC
+memory row, R DNC read heads, N examples. Word id 0 is padding and contributes
+nothing.
 """
 from __future__ import annotations
 
@@ -142,12 +143,12 @@ def memn2n_forward(
 def content_addressing(memory: Tensor, key: Tensor, strength: float | Tensor = 1.0) -> Tensor:
     """NTM/DNC content weights: softmax over rows of strength * cosine(key, row).
 
-    Shapes: memory (B, N, W), key (B, W), strength number or (B,) -> weights (B, N).
+    Shapes: memory (B, M, W), key (B, W), strength number or (B,) -> weights (B, M).
     """
     _checks.check_content(memory, key, strength)
     memory, key = ops.convert_to_tensor(memory), ops.convert_to_tensor(key)
-    dots = ops.einsum("bnw,bw->bn", memory, key)  # (B, N)
-    norms = ops.norm(memory, axis=-1) * ops.expand_dims(ops.norm(key, axis=-1), -1)  # (B, N)
+    dots = ops.einsum("bnw,bw->bn", memory, key)  # (B, M)
+    norms = ops.norm(memory, axis=-1) * ops.expand_dims(ops.norm(key, axis=-1), -1)  # (B, M)
     cosine = dots / ops.maximum(norms, 1e-8)
     beta = ops.reshape(ops.cast(strength, cosine.dtype), (-1, 1))  # (B or 1, 1)
     return masked_softmax(beta * cosine)
@@ -156,17 +157,18 @@ def content_addressing(memory: Tensor, key: Tensor, strength: float | Tensor = 1
 def content_read(memory: Tensor, key: Tensor, strength: float | Tensor = 1.0) -> tuple[Tensor, Tensor]:
     """The read head of an NTM/DNC addressing by content: r = sum_i w_i M_i.
 
-    Shapes: memory (B, N, W), key (B, W), strength number or (B,)
-    -> read (B, W), weights (B, N).
+    Shapes: memory (B, M, W), key (B, W), strength number or (B,)
+    -> read (B, W), weights (B, M).
     """
-    weights = content_addressing(memory, key, strength)  # (B, N)
+    weights = content_addressing(memory, key, strength)  # (B, M)
     return ops.einsum("bn,bnw->bw", weights, ops.convert_to_tensor(memory)), weights
 
 
 # ----------------------------------------------------------------------------- DNC memory
 # The memory of the Differentiable Neural Computer (Graves et al. 2016, Nature 538:471-476,
 # "Methods"), without a controller: every function takes the interface values a
-# controller would emit. Shapes: B batch, N memory rows (slots), W row width, R read heads.
+# controller would emit. Shapes: B batch, M memory slots (rows), W row width, R read heads.
+# (The checks' layout strings, and so their error messages, call the slots N.)
 # Time runs t-1 -> t: "previous" arguments come from the last step.
 
 
@@ -177,12 +179,12 @@ def dnc_usage(
 
     A write raises a slot's usage towards 1; a read head with free gate f = 1 releases the
     slots it read last step (the retention vector psi).
-    Shapes: usage (B, N), write_weights (B, N) of the last step, free_gates (B, R),
-    read_weights (B, R, N) of the last step -> (B, N).
+    Shapes: usage (B, M), write_weights (B, M) of the last step, free_gates (B, R),
+    read_weights (B, R, M) of the last step -> (B, M).
     """
     _checks.check_dnc(usage=(usage, "B N"), write_weights=(write_weights, "B N"),
                       free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R N"))
-    retention = ops.prod(1 - ops.expand_dims(free_gates, -1) * read_weights, axis=1)  # (B, N)
+    retention = ops.prod(1 - ops.expand_dims(free_gates, -1) * read_weights, axis=1)  # (B, M)
     return (usage + write_weights - usage * write_weights) * retention
 
 
@@ -191,15 +193,15 @@ def dnc_allocation(usage: Tensor) -> Tensor:
 
     The least-used slot gets 1 - its usage; each next slot only what the ones before it
     leave (a fully used slot, u = 1, gets nothing). Ties go to the lower slot index.
-    Shapes: usage (B, N) -> (B, N).
+    Shapes: usage (B, M) -> (B, M).
     """
     _checks.check_dnc(usage=(usage, "B N"))
     # tf.argsort is stable (equal usages keep slot order), like the twins' stable sorts
-    order = ops.argsort(usage, axis=-1)  # (B, N) free list: least used first
-    sorted_usage = ops.take_along_axis(usage, order, axis=-1)  # (B, N)
-    before = ops.cumprod(sorted_usage, axis=-1)  # (B, N) prod_{i<=j}
+    order = ops.argsort(usage, axis=-1)  # (B, M) free list: least used first
+    sorted_usage = ops.take_along_axis(usage, order, axis=-1)  # (B, M)
+    before = ops.cumprod(sorted_usage, axis=-1)  # (B, M) prod_{i<=j}
     before = ops.concatenate([ops.ones_like(before[:, :1]), before[:, :-1]], axis=-1)  # exclusive: prod_{i<j}
-    sorted_allocation = (1 - sorted_usage) * before  # (B, N) in free-list order
+    sorted_allocation = (1 - sorted_usage) * before  # (B, M) in free-list order
     return ops.take_along_axis(sorted_allocation, ops.argsort(order, axis=-1), axis=-1)  # back to slot order
 
 
@@ -210,7 +212,7 @@ def dnc_write_weighting(
 
     The allocation gate g^a chooses between a fresh slot (a) and a slot found by content
     (c^w, to update it); the write gate g^w = 0 writes nothing.
-    Shapes: content_weights (B, N), allocation (B, N), allocation_gate (B,), write_gate (B,) -> (B, N).
+    Shapes: content_weights (B, M), allocation (B, M), allocation_gate (B,), write_gate (B,) -> (B, M).
     """
     _checks.check_dnc(content_weights=(content_weights, "B N"), allocation=(allocation, "B N"),
                       allocation_gate=(allocation_gate, "B"), write_gate=(write_gate, "B"))
@@ -223,18 +225,18 @@ def dnc_write(memory: Tensor, write_weights: Tensor, erase: Tensor, add: Tensor)
 
     Row i keeps (1 - w_i e) of itself and gains w_i v: with w_i = 1 and e = 1 the old row
     is replaced by v; with e = 0 the write adds to it.
-    Shapes: memory (B, N, W), write_weights (B, N), erase (B, W) in [0, 1], add (B, W) -> (B, N, W).
+    Shapes: memory (B, M, W), write_weights (B, M), erase (B, W) in [0, 1], add (B, W) -> (B, M, W).
     """
     _checks.check_dnc(memory=(memory, "B N W"), write_weights=(write_weights, "B N"),
                       erase=(erase, "B W"), add=(add, "B W"))
-    w = ops.expand_dims(write_weights, -1)  # (B, N, 1)
+    w = ops.expand_dims(write_weights, -1)  # (B, M, 1)
     return memory * (1 - w * ops.expand_dims(erase, 1)) + w * ops.expand_dims(add, 1)
 
 
 def dnc_precedence(precedence: Tensor, write_weights: Tensor) -> Tensor:
     """Precedence p_t = (1 - sum_i w^w_t[i]) p_{t-1} + w^w_t: where the last write went.
 
-    Shapes: precedence (B, N), write_weights (B, N) of this step -> (B, N).
+    Shapes: precedence (B, M), write_weights (B, M) of this step -> (B, M).
     """
     _checks.check_dnc(precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
     return (1 - ops.sum(write_weights, axis=-1, keepdims=True)) * precedence + write_weights
@@ -245,23 +247,23 @@ def dnc_link(link: Tensor, precedence: Tensor, write_weights: Tensor) -> Tensor:
 
     L[i, j] near 1 says "row i was written right after row j". ``precedence`` is the
     previous step's p_{t-1} (the rows written before this write), ``write_weights`` this step's.
-    Shapes: link (B, N, N), precedence (B, N), write_weights (B, N) -> (B, N, N).
+    Shapes: link (B, M, M), precedence (B, M), write_weights (B, M) -> (B, M, M).
     """
     _checks.check_dnc(link=(link, "B N N"), precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
-    w_i = ops.expand_dims(write_weights, -1)  # (B, N, 1)
-    w_j = ops.expand_dims(write_weights, 1)  # (B, 1, N)
-    new = (1 - w_i - w_j) * link + w_i * ops.expand_dims(precedence, 1)  # (B, N, N)
+    w_i = ops.expand_dims(write_weights, -1)  # (B, M, 1)
+    w_j = ops.expand_dims(write_weights, 1)  # (B, 1, M)
+    new = (1 - w_i - w_j) * link + w_i * ops.expand_dims(precedence, 1)  # (B, M, M)
     return new * (1 - ops.eye(ops.shape(link)[-1], dtype=new.dtype))  # no self-links
 
 
 def dnc_directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor, Tensor]:
     """Forward f^i = L w^{r,i} (the rows written after) and backward b^i = L^T w^{r,i} (before).
 
-    Shapes: link (B, N, N), read_weights (B, R, N) of the last step -> forward (B, R, N), backward (B, R, N).
+    Shapes: link (B, M, M), read_weights (B, R, M) of the last step -> forward (B, R, M), backward (B, R, M).
     """
     _checks.check_dnc(link=(link, "B N N"), read_weights=(read_weights, "B R N"))
-    forward = ops.einsum("bij,brj->bri", link, read_weights)  # (B, R, N)
-    backward = ops.einsum("bji,brj->bri", link, read_weights)  # (B, R, N)
+    forward = ops.einsum("bij,brj->bri", link, read_weights)  # (B, R, M)
+    backward = ops.einsum("bji,brj->bri", link, read_weights)  # (B, R, M)
     return forward, backward
 
 
@@ -270,7 +272,7 @@ def dnc_read_weighting(
 ) -> Tensor:
     """Read weighting w^{r,i} = pi^i_1 b^i + pi^i_2 c^{r,i} + pi^i_3 f^i (modes in the paper's order).
 
-    Shapes: backward, content, forward (B, R, N), read_modes (B, R, 3) summing to 1 -> (B, R, N).
+    Shapes: backward, content, forward (B, R, M), read_modes (B, R, 3) summing to 1 -> (B, R, M).
     """
     _checks.check_dnc(backward=(backward, "B R N"), content=(content, "B R N"), forward=(forward, "B R N"),
                       read_modes=(read_modes, "B R 3"))
@@ -281,8 +283,8 @@ def dnc_read_weighting(
 def dnc_initial_state(batch_size: int, slots: int, width: int, read_heads: int = 1) -> dict[str, Tensor]:
     """An empty DNC memory: every array of the state at zero (float32).
 
-    Shapes: -> memory (B, N, W), usage (B, N), link (B, N, N), precedence (B, N),
-    write_weights (B, N), read_weights (B, R, N).
+    Shapes: -> memory (B, M, W), usage (B, M), link (B, M, M), precedence (B, M),
+    write_weights (B, M), read_weights (B, R, M).
     """
     B, N, W, R = (int(v) for v in (batch_size, slots, width, read_heads))
     if min(B, N, W, R) < 1:
@@ -307,18 +309,18 @@ def dnc_step(
     # 1. usage: last step's write raises it, free gates release what the heads read last step
     usage = dnc_usage(s["usage"], s["write_weights"], x["free_gates"], s["read_weights"])
     # 2-3. where to write: a fresh slot (allocation) or a slot found by content, gated
-    write_content = content_addressing(s["memory"], x["write_key"], x["write_strength"])  # (B, N)
+    write_content = content_addressing(s["memory"], x["write_key"], x["write_strength"])  # (B, M)
     write_weights = dnc_write_weighting(write_content, dnc_allocation(usage), x["allocation_gate"], x["write_gate"])
-    memory = dnc_write(s["memory"], write_weights, x["erase"], x["add"])  # (B, N, W)
+    memory = dnc_write(s["memory"], write_weights, x["erase"], x["add"])  # (B, M, W)
     # 4. the order of writes: links from the previous precedence, then the new precedence
-    link = dnc_link(s["link"], s["precedence"], write_weights)  # (B, N, N)
+    link = dnc_link(s["link"], s["precedence"], write_weights)  # (B, M, M)
     precedence = dnc_precedence(s["precedence"], write_weights)
     # 5. read: each head mixes backward, content and forward weightings
-    forward, backward = dnc_directional_weights(link, s["read_weights"])  # (B, R, N) each
+    forward, backward = dnc_directional_weights(link, s["read_weights"])  # (B, R, M) each
     R = _checks.shape_of(x["read_keys"])[1]
     content = ops.stack([content_addressing(memory, x["read_keys"][:, r], x["read_strengths"][:, r])
-                        for r in range(R)], axis=1)  # (B, R, N)
-    read_weights = dnc_read_weighting(backward, content, forward, x["read_modes"])  # (B, R, N)
+                        for r in range(R)], axis=1)  # (B, R, M)
+    read_weights = dnc_read_weighting(backward, content, forward, x["read_modes"])  # (B, R, M)
     reads = ops.einsum("brn,bnw->brw", read_weights, memory)  # (B, R, W)
     new_state = {"memory": memory, "usage": usage, "link": link, "precedence": precedence,
                  "write_weights": write_weights, "read_weights": read_weights}

@@ -1,9 +1,9 @@
 """NumPy reference of End-To-End Memory Networks, the NTM content read and the DNC memory.
 
-Shapes: B batch, M memory slots (slot 0 = newest sentence), J words per
-sentence, V vocabulary, D embedding width, K hops; N memory rows and W their
-width for the content read and the DNC memory, R DNC read heads. Word id 0 is
-padding and contributes nothing.
+Shapes: letters of ``utils/shapes.py``; here B batch, M memory slots (a MemN2N slot
+holds a sentence, slot 0 the newest; an NTM/DNC slot is a row of the memory matrix),
+J words per sentence, V vocabulary, D embedding width, K hops, W width of an NTM/DNC
+memory row, R DNC read heads. Word id 0 is padding and contributes nothing.
 """
 from __future__ import annotations
 
@@ -134,11 +134,11 @@ def memn2n_forward(
 def content_addressing(memory: np.ndarray, key: np.ndarray, strength: float | np.ndarray = 1.0) -> np.ndarray:
     """NTM/DNC content weights: softmax over rows of strength * cosine(key, row).
 
-    Shapes: memory (B, N, W), key (B, W), strength number or (B,) -> weights (B, N).
+    Shapes: memory (B, M, W), key (B, W), strength number or (B,) -> weights (B, M).
     """
     _checks.check_content(memory, key, strength)
-    dots = np.einsum("bnw,bw->bn", memory, key)  # (B, N)
-    norms = np.linalg.norm(memory, axis=-1) * np.linalg.norm(key, axis=-1)[:, None]  # (B, N)
+    dots = np.einsum("bnw,bw->bn", memory, key)  # (B, M)
+    norms = np.linalg.norm(memory, axis=-1) * np.linalg.norm(key, axis=-1)[:, None]  # (B, M)
     cosine = dots / np.maximum(norms, 1e-8)
     beta = np.reshape(np.asarray(strength, dtype=cosine.dtype), (-1, 1))  # (B or 1, 1)
     return masked_softmax(beta * cosine)
@@ -149,17 +149,18 @@ def content_read(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The read head of an NTM/DNC addressing by content: r = sum_i w_i M_i.
 
-    Shapes: memory (B, N, W), key (B, W), strength number or (B,)
-    -> read (B, W), weights (B, N).
+    Shapes: memory (B, M, W), key (B, W), strength number or (B,)
+    -> read (B, W), weights (B, M).
     """
-    weights = content_addressing(memory, key, strength)  # (B, N)
+    weights = content_addressing(memory, key, strength)  # (B, M)
     return np.einsum("bn,bnw->bw", weights, memory), weights
 
 
 # ----------------------------------------------------------------------------- DNC memory
 # The memory of the Differentiable Neural Computer (Graves et al. 2016, Nature 538:471-476,
 # "Methods"), without a controller: every function takes the interface values a
-# controller would emit. Shapes: B batch, N memory rows (slots), W row width, R read heads.
+# controller would emit. Shapes: B batch, M memory slots (rows), W row width, R read heads.
+# (The checks' layout strings, and so their error messages, call the slots N.)
 # Time runs t-1 -> t: "previous" arguments come from the last step.
 
 
@@ -170,12 +171,12 @@ def dnc_usage(
 
     A write raises a slot's usage towards 1; a read head with free gate f = 1 releases the
     slots it read last step (the retention vector psi).
-    Shapes: usage (B, N), write_weights (B, N) of the last step, free_gates (B, R),
-    read_weights (B, R, N) of the last step -> (B, N).
+    Shapes: usage (B, M), write_weights (B, M) of the last step, free_gates (B, R),
+    read_weights (B, R, M) of the last step -> (B, M).
     """
     _checks.check_dnc(usage=(usage, "B N"), write_weights=(write_weights, "B N"),
                       free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R N"))
-    retention = np.prod(1 - free_gates[:, :, None] * read_weights, axis=1)  # (B, N)
+    retention = np.prod(1 - free_gates[:, :, None] * read_weights, axis=1)  # (B, M)
     return (usage + write_weights - usage * write_weights) * retention
 
 
@@ -184,14 +185,14 @@ def dnc_allocation(usage: np.ndarray) -> np.ndarray:
 
     The least-used slot gets 1 - its usage; each next slot only what the ones before it
     leave (a fully used slot, u = 1, gets nothing). Ties go to the lower slot index.
-    Shapes: usage (B, N) -> (B, N).
+    Shapes: usage (B, M) -> (B, M).
     """
     _checks.check_dnc(usage=(usage, "B N"))
-    order = np.argsort(usage, axis=-1, kind="stable")  # (B, N) free list: least used first
-    sorted_usage = np.take_along_axis(usage, order, axis=-1)  # (B, N)
-    before = np.cumprod(sorted_usage, axis=-1)  # (B, N) prod_{i<=j}
+    order = np.argsort(usage, axis=-1, kind="stable")  # (B, M) free list: least used first
+    sorted_usage = np.take_along_axis(usage, order, axis=-1)  # (B, M)
+    before = np.cumprod(sorted_usage, axis=-1)  # (B, M) prod_{i<=j}
     before = np.concatenate([np.ones_like(before[:, :1]), before[:, :-1]], axis=-1)  # exclusive: prod_{i<j}
-    sorted_allocation = (1 - sorted_usage) * before  # (B, N) in free-list order
+    sorted_allocation = (1 - sorted_usage) * before  # (B, M) in free-list order
     return np.take_along_axis(sorted_allocation, np.argsort(order, axis=-1), axis=-1)  # back to slot order
 
 
@@ -202,7 +203,7 @@ def dnc_write_weighting(
 
     The allocation gate g^a chooses between a fresh slot (a) and a slot found by content
     (c^w, to update it); the write gate g^w = 0 writes nothing.
-    Shapes: content_weights (B, N), allocation (B, N), allocation_gate (B,), write_gate (B,) -> (B, N).
+    Shapes: content_weights (B, M), allocation (B, M), allocation_gate (B,), write_gate (B,) -> (B, M).
     """
     _checks.check_dnc(content_weights=(content_weights, "B N"), allocation=(allocation, "B N"),
                       allocation_gate=(allocation_gate, "B"), write_gate=(write_gate, "B"))
@@ -215,18 +216,18 @@ def dnc_write(memory: np.ndarray, write_weights: np.ndarray, erase: np.ndarray, 
 
     Row i keeps (1 - w_i e) of itself and gains w_i v: with w_i = 1 and e = 1 the old row
     is replaced by v; with e = 0 the write adds to it.
-    Shapes: memory (B, N, W), write_weights (B, N), erase (B, W) in [0, 1], add (B, W) -> (B, N, W).
+    Shapes: memory (B, M, W), write_weights (B, M), erase (B, W) in [0, 1], add (B, W) -> (B, M, W).
     """
     _checks.check_dnc(memory=(memory, "B N W"), write_weights=(write_weights, "B N"),
                       erase=(erase, "B W"), add=(add, "B W"))
-    w = write_weights[:, :, None]  # (B, N, 1)
+    w = write_weights[:, :, None]  # (B, M, 1)
     return memory * (1 - w * erase[:, None, :]) + w * add[:, None, :]
 
 
 def dnc_precedence(precedence: np.ndarray, write_weights: np.ndarray) -> np.ndarray:
     """Precedence p_t = (1 - sum_i w^w_t[i]) p_{t-1} + w^w_t: where the last write went.
 
-    Shapes: precedence (B, N), write_weights (B, N) of this step -> (B, N).
+    Shapes: precedence (B, M), write_weights (B, M) of this step -> (B, M).
     """
     _checks.check_dnc(precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
     return (1 - write_weights.sum(-1, keepdims=True)) * precedence + write_weights
@@ -237,23 +238,23 @@ def dnc_link(link: np.ndarray, precedence: np.ndarray, write_weights: np.ndarray
 
     L[i, j] near 1 says "row i was written right after row j". ``precedence`` is the
     previous step's p_{t-1} (the rows written before this write), ``write_weights`` this step's.
-    Shapes: link (B, N, N), precedence (B, N), write_weights (B, N) -> (B, N, N).
+    Shapes: link (B, M, M), precedence (B, M), write_weights (B, M) -> (B, M, M).
     """
     _checks.check_dnc(link=(link, "B N N"), precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
-    w_i = write_weights[:, :, None]  # (B, N, 1)
-    w_j = write_weights[:, None, :]  # (B, 1, N)
-    new = (1 - w_i - w_j) * link + w_i * precedence[:, None, :]  # (B, N, N)
+    w_i = write_weights[:, :, None]  # (B, M, 1)
+    w_j = write_weights[:, None, :]  # (B, 1, M)
+    new = (1 - w_i - w_j) * link + w_i * precedence[:, None, :]  # (B, M, M)
     return new * (1 - np.eye(link.shape[-1], dtype=new.dtype))  # no self-links
 
 
 def dnc_directional_weights(link: np.ndarray, read_weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Forward f^i = L w^{r,i} (the rows written after) and backward b^i = L^T w^{r,i} (before).
 
-    Shapes: link (B, N, N), read_weights (B, R, N) of the last step -> forward (B, R, N), backward (B, R, N).
+    Shapes: link (B, M, M), read_weights (B, R, M) of the last step -> forward (B, R, M), backward (B, R, M).
     """
     _checks.check_dnc(link=(link, "B N N"), read_weights=(read_weights, "B R N"))
-    forward = np.einsum("bij,brj->bri", link, read_weights)  # (B, R, N)
-    backward = np.einsum("bji,brj->bri", link, read_weights)  # (B, R, N)
+    forward = np.einsum("bij,brj->bri", link, read_weights)  # (B, R, M)
+    backward = np.einsum("bji,brj->bri", link, read_weights)  # (B, R, M)
     return forward, backward
 
 
@@ -262,7 +263,7 @@ def dnc_read_weighting(
 ) -> np.ndarray:
     """Read weighting w^{r,i} = pi^i_1 b^i + pi^i_2 c^{r,i} + pi^i_3 f^i (modes in the paper's order).
 
-    Shapes: backward, content, forward (B, R, N), read_modes (B, R, 3) summing to 1 -> (B, R, N).
+    Shapes: backward, content, forward (B, R, M), read_modes (B, R, 3) summing to 1 -> (B, R, M).
     """
     _checks.check_dnc(backward=(backward, "B R N"), content=(content, "B R N"), forward=(forward, "B R N"),
                       read_modes=(read_modes, "B R 3"))
@@ -273,8 +274,8 @@ def dnc_read_weighting(
 def dnc_initial_state(batch_size: int, slots: int, width: int, read_heads: int = 1) -> dict[str, np.ndarray]:
     """An empty DNC memory: every array of the state at zero (float32).
 
-    Shapes: -> memory (B, N, W), usage (B, N), link (B, N, N), precedence (B, N),
-    write_weights (B, N), read_weights (B, R, N).
+    Shapes: -> memory (B, M, W), usage (B, M), link (B, M, M), precedence (B, M),
+    write_weights (B, M), read_weights (B, R, M).
     """
     B, N, W, R = (int(v) for v in (batch_size, slots, width, read_heads))
     if min(B, N, W, R) < 1:
@@ -299,18 +300,18 @@ def dnc_step(
     # 1. usage: last step's write raises it, free gates release what the heads read last step
     usage = dnc_usage(s["usage"], s["write_weights"], x["free_gates"], s["read_weights"])
     # 2-3. where to write: a fresh slot (allocation) or a slot found by content, gated
-    write_content = content_addressing(s["memory"], x["write_key"], x["write_strength"])  # (B, N)
+    write_content = content_addressing(s["memory"], x["write_key"], x["write_strength"])  # (B, M)
     write_weights = dnc_write_weighting(write_content, dnc_allocation(usage), x["allocation_gate"], x["write_gate"])
-    memory = dnc_write(s["memory"], write_weights, x["erase"], x["add"])  # (B, N, W)
+    memory = dnc_write(s["memory"], write_weights, x["erase"], x["add"])  # (B, M, W)
     # 4. the order of writes: links from the previous precedence, then the new precedence
-    link = dnc_link(s["link"], s["precedence"], write_weights)  # (B, N, N)
+    link = dnc_link(s["link"], s["precedence"], write_weights)  # (B, M, M)
     precedence = dnc_precedence(s["precedence"], write_weights)
     # 5. read: each head mixes backward, content and forward weightings
-    forward, backward = dnc_directional_weights(link, s["read_weights"])  # (B, R, N) each
+    forward, backward = dnc_directional_weights(link, s["read_weights"])  # (B, R, M) each
     R = _checks.shape_of(x["read_keys"])[1]
     content = np.stack([content_addressing(memory, x["read_keys"][:, r], x["read_strengths"][:, r])
-                        for r in range(R)], axis=1)  # (B, R, N)
-    read_weights = dnc_read_weighting(backward, content, forward, x["read_modes"])  # (B, R, N)
+                        for r in range(R)], axis=1)  # (B, R, M)
+    read_weights = dnc_read_weighting(backward, content, forward, x["read_modes"])  # (B, R, M)
     reads = np.einsum("brn,bnw->brw", read_weights, memory)  # (B, R, W)
     new_state = {"memory": memory, "usage": usage, "link": link, "precedence": precedence,
                  "write_weights": write_weights, "read_weights": read_weights}

@@ -1,9 +1,9 @@
 """Keras 3 twin of the positional encodings (same names and signatures as torch_impl).
 
 Written with ``keras.ops`` and run on the TensorFlow backend in the course.
-Shapes: B batch, T positions, D model width (even); ``...`` are leading batch dims.
-Interleaved layout: dim 2i = sin(p * w_i), dim 2i + 1 = cos(p * w_i),
-w_i = base ** (-2i / D).
+Shapes: letters of ``utils/shapes.py``; here B batch, T positions, D model width
+(even); ``...`` are leading batch dims. Interleaved layout: dim 2i = sin(p * w_i),
+dim 2i + 1 = cos(p * w_i), w_i = base ** (-2i / D).
 """
 from __future__ import annotations
 

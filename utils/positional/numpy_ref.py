@@ -1,8 +1,8 @@
 """NumPy reference of positional encodings: the readable, exact version.
 
-Shapes: T positions, D model width (even); ``...`` are leading batch dims.
-Interleaved layout: dim 2i = sin(p * w_i), dim 2i + 1 = cos(p * w_i),
-w_i = base ** (-2i / D).
+Shapes: letters of ``utils/shapes.py``; here T positions, D model width (even);
+``...`` are leading batch dims. Interleaved layout: dim 2i = sin(p * w_i), dim 2i +
+1 = cos(p * w_i), w_i = base ** (-2i / D).
 """
 from __future__ import annotations
 

@@ -7,10 +7,11 @@ Twins with one public API (a test compares their names and signatures):
 * ``utils.seq2seq.metrics``: framework-free scoring of decoded ids
   (exact match, accuracy by input length).
 
-Shape letters: B batch, Ts source length, Tt target length, E embedding width,
-H encoder GRU width per direction, De = 2H encoder output width, Hd decoder
-state width, A additive-attention width, V vocabulary size. Masks are boolean
-keep-masks (True = a real token, may be attended), shape (B, Ts).
+Shape letters: those of ``utils/shapes.py``; here B batch, Ts source length, Tt
+target length, E embedding width, G encoder GRU width per direction, De = 2G encoder
+output width, Gd decoder state width, A additive-attention width, Dq query width
+(the decoder state, Gd), Dk projected-key width, V vocabulary size. Masks are
+boolean keep-masks (True = a real token, may be attended), shape (B, Ts).
 
 The model (Bahdanau, Cho and Bengio, 2014, with a GRU):
 
@@ -25,7 +26,7 @@ The model (Bahdanau, Cho and Bengio, 2014, with a GRU):
   same network with ``c_i = summary`` at every step, one fixed vector.
 
 Scores: ``"additive"`` ``v^T tanh(W_q s + W_k h)`` (Bahdanau), ``"dot"``
-``s.h / sqrt(De)`` (needs Hd = De) and ``"general"`` ``s.(W h) / sqrt(Hd)``
+``s.h / sqrt(De)`` (needs Gd = De) and ``"general"`` ``s.(W h) / sqrt(Gd)``
 (Luong, Pham and Manning, 2015, scaled as in the Transformer).
 
 ``greedy_decode(..., attention_mask=)`` narrows where each output step may look,

@@ -1,6 +1,6 @@
 """Argument checks shared by the two seq2seq twins (NumPy only, no framework).
 
-Shapes: B batch, Ts source length.
+Shapes: letters of ``utils/shapes.py``; here B batch, Ts source length.
 """
 from __future__ import annotations
 

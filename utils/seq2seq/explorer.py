@@ -22,11 +22,11 @@ def draw_decode_step(
 ) -> plt.Figure:
     """Top: the output so far with the current token highlighted. Bottom: its weights over the source.
 
-    Shapes: source Ts tokens, output To tokens, weights (To, Ts); 0 <= step < To.
+    Shapes: source Ts tokens, output Tp tokens, weights (Tp, Ts); 0 <= step < Tp.
     """
     w = np.asarray(to_numpy(weights), dtype=float)
     if w.ndim != 2 or w.shape != (len(output), len(source)):
-        raise ValueError(f"weights: expected (To, Ts) = ({len(output)}, {len(source)}), got {w.shape}")
+        raise ValueError(f"weights: expected (Tp, Ts) = ({len(output)}, {len(source)}), got {w.shape}")
     if not 0 <= step < len(output):
         raise ValueError(f"step: expected 0..{len(output) - 1}, got {step}")
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(max(6.0, 0.32 * len(source) + 1.5), 3.6),
@@ -49,7 +49,7 @@ def draw_decode_step(
 def decode_stepper(source: Sequence[str], output: Sequence[str], weights: Any):
     """A slider over the output steps of one decoded example (ipywidgets).
 
-    Shapes: source Ts tokens, output To tokens, weights (To, Ts).
+    Shapes: source Ts tokens, output Tp tokens, weights (Tp, Ts).
     """
     import ipywidgets as widgets
 

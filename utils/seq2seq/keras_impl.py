@@ -2,10 +2,11 @@
 
 Written with ``keras.ops`` on the TensorFlow backend; the training step uses
 ``tf.GradientTape`` inside a ``tf.function``.
-Shapes: B batch, Ts source length, Tt target length, E embedding width, H
-encoder width per direction, De = 2H, Hd decoder width, A attention width,
-V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token.
-See ``utils/seq2seq/__init__.py`` for the equations.
+Shapes: letters of ``utils/shapes.py``; here B batch, Ts source length, Tt target
+length, E embedding width, G encoder GRU width per direction, De = 2G, Gd decoder
+GRU width, A additive-attention width, Dq query width (= Gd), Dk projected-key
+width, V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token. See
+``utils/seq2seq/__init__.py`` for the equations.
 """
 from __future__ import annotations
 
@@ -72,8 +73,8 @@ def _check_kind(attention: str) -> None:
 class Encoder(keras.layers.Layer):
     """Embedding and a bidirectional GRU; padding (mask False) is skipped, not read.
 
-    Shapes: call(src (B, Ts) ids, mask (B, Ts) bool) -> outputs (B, Ts, 2H),
-    summary (B, 2H) = [last forward state; last backward state].
+    Shapes: call(src (B, Ts) ids, mask (B, Ts) bool) -> outputs (B, Ts, 2G),
+    summary (B, 2G) = [last forward state; last backward state].
     """
 
     def __init__(self, vocab_size: int, d_embed: int, d_hidden: int, **kwargs: Any) -> None:
@@ -88,10 +89,10 @@ class Encoder(keras.layers.Layer):
         if mask is None:
             mask = ops.ones(ops.shape(src), dtype="bool")
         x = self.embedding(src)  # (B, Ts, E)
-        out, h_fwd, h_bwd = self.rnn(x, mask=mask)  # (B, Ts, 2H), (B, H), (B, H)
+        out, h_fwd, h_bwd = self.rnn(x, mask=mask)  # (B, Ts, 2G), (B, G), (B, G)
         # padded steps repeat the last output in Keras; zero them as torch's packing does
-        out = out * ops.expand_dims(ops.cast(mask, out.dtype), -1)  # (B, Ts, 2H)
-        return out, ops.concatenate([h_fwd, h_bwd], axis=-1)  # (B, 2H)
+        out = out * ops.expand_dims(ops.cast(mask, out.dtype), -1)  # (B, Ts, 2G)
+        return out, ops.concatenate([h_fwd, h_bwd], axis=-1)  # (B, 2G)
 
     def compute_mask(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -104,7 +105,7 @@ def swap_directions(encoder: Encoder) -> None:
     encoder reads a reversed source into the summary it gave the source, halves
     exchanged: for a bidirectional encoder, reversing the source (Sutskever et
     al., 2014) is a relabelling of its two directions, not new information.
-    Shapes: encoder(src (B, Ts)) summary (B, 2H) = [fwd; bwd]; after the swap
+    Shapes: encoder(src (B, Ts)) summary (B, 2G) = [fwd; bwd]; after the swap
     encoder(reversed src) summary = [bwd; fwd] of the original.
     """
     if not encoder.built:
@@ -123,8 +124,8 @@ class DecoderAttention(keras.layers.Layer):
     ``project_keys`` does the part that does not depend on the decoder state,
     once per sentence instead of once per output step.
 
-    Shapes: call(query (B, Dq), memory (B, Ts, De), keys (B, Ts, K) or None,
-    mask (B, Ts) or None) -> context (B, De), weights (B, Ts).
+    Shapes: call(query (B, Dq), memory (B, Ts, De), keys (B, Ts, Dk) or None,
+    mask (B, Ts) or None) -> context (B, De), weights (B, Ts); Dk = A, Dq or De by ``kind``.
     """
 
     def __init__(self, kind: str, d_query: int, d_key: int, d_attn: int, **kwargs: Any) -> None:
@@ -143,7 +144,7 @@ class DecoderAttention(keras.layers.Layer):
         self.built = True
 
     def project_keys(self, memory: Tensor) -> Tensor:
-        """The query-independent part of the scores. Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        """The query-independent part of the scores. Shapes: (B, Ts, De) -> (B, Ts, Dk)."""
         if self.kind == "additive":
             return ops.matmul(memory, self.additive.W_k)  # (B, Ts, A)
         if self.kind == "general":
@@ -151,7 +152,7 @@ class DecoderAttention(keras.layers.Layer):
         return memory
 
     def scores(self, query: Tensor, keys: Tensor) -> Tensor:
-        """Scores of one query per sentence against projected keys. Shapes: (B, Dq), (B, Ts, K) -> (B, Ts)."""
+        """Scores of one query per sentence against projected keys. Shapes: (B, Dq), (B, Ts, Dk) -> (B, Ts)."""
         if self.kind == "additive":
             # additive_scores(query, memory, W_q, W_k, w_v) with memory @ W_k done in project_keys
             q = ops.expand_dims(ops.matmul(query, self.additive.W_q), 1)  # (B, 1, A)
@@ -204,11 +205,11 @@ class Decoder(keras.layers.Layer):
                                       bias_initializer=_uniform(d_out_in), name="out")
 
     def initial_state(self, summary: Tensor) -> Tensor:
-        """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Hd)."""
+        """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Gd)."""
         return ops.tanh(self.init(summary))
 
     def project_keys(self, memory: Tensor) -> Tensor | None:
-        """Keys for every step of one sentence (None without attention). Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        """Keys for every step of one sentence (None without attention). Shapes: (B, Ts, De) -> (B, Ts, Dk)."""
         return None if self.attention is None else self.attention.project_keys(memory)
 
     def step(
@@ -222,15 +223,15 @@ class Decoder(keras.layers.Layer):
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         """One output token: attend with s_{i-1}, update the GRU, predict.
 
-        Shapes: y_prev (B,) ids, state (B, Hd), memory (B, Ts, De), keys (B, Ts, K),
-        summary (B, De), mask (B, Ts) -> logits (B, V), state (B, Hd), weights (B, Ts) or None.
+        Shapes: y_prev (B,) ids, state (B, Gd), memory (B, Ts, De), keys (B, Ts, Dk),
+        summary (B, De), mask (B, Ts) -> logits (B, V), state (B, Gd), weights (B, Ts) or None.
         """
         emb = self.embedding(y_prev)  # (B, E)
         if self.attention is None:
             context, weights = summary, None  # the one fixed vector
         else:
             context, weights = self.attention(state, memory, keys, mask)  # (B, De), (B, Ts)
-        state, _ = self.cell(ops.concatenate([emb, context], axis=-1), state)  # (B, Hd)
+        state, _ = self.cell(ops.concatenate([emb, context], axis=-1), state)  # (B, Gd)
         logits = self.out(ops.concatenate([state, context, emb], axis=-1))  # (B, V)
         return logits, state, weights
 

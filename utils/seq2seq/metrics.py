@@ -1,6 +1,7 @@
 """Scoring decoded sequences, framework-free (NumPy only).
 
-Shapes: B batch, T positions. Ids use the course's vocabulary layout
+Shapes: letters of ``utils/shapes.py``; here B batch, Tp predicted length, Tt target
+length, N examples. Ids use the course's vocabulary layout
 (``utils.data.parallel``): 0 = <pad>, 2 = <eos>.
 """
 from __future__ import annotations
@@ -30,16 +31,16 @@ def strip_ids(ids: Sequence[int], eos_id: int = EOS_ID, pad_id: int = PAD_ID) ->
 def exact_match_per_example(predicted: Any, target: Any, eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> np.ndarray:
     """True where the whole predicted sequence equals the target (up to <eos>).
 
-    Shapes: predicted (B, T1), target (B, T2) -> (B,) bool.
+    Shapes: predicted (B, Tp), target (B, Tt) -> (B,) bool.
     """
     p, t = to_numpy(predicted), to_numpy(target)
     if p.ndim != 2 or t.ndim != 2 or p.shape[0] != t.shape[0]:
-        raise ValueError(f"predicted, target: expected (B, T1) and (B, T2) with the same B, got {p.shape} and {t.shape}")
+        raise ValueError(f"predicted, target: expected (B, Tp) and (B, Tt) with the same B, got {p.shape} and {t.shape}")
     return np.array([strip_ids(a, eos_id, pad_id) == strip_ids(b, eos_id, pad_id) for a, b in zip(p, t)])
 
 
 def exact_match(predicted: Any, target: Any, eos_id: int = EOS_ID, pad_id: int = PAD_ID) -> float:
-    """Fraction of sequences predicted exactly right. Shapes: (B, T1), (B, T2) -> float."""
+    """Fraction of sequences predicted exactly right. Shapes: (B, Tp), (B, Tt) -> float."""
     return float(exact_match_per_example(predicted, target, eos_id, pad_id).mean())
 
 
@@ -49,7 +50,7 @@ def accuracy_by_length(
     """Mean of ``correct`` in input-length buckets ``[bins[k], bins[k+1])``.
 
     Returns the bucket labels, the accuracy per bucket (NaN where empty) and
-    the count per bucket. Shapes: correct (N,), lengths (N,) -> (K,), (K,) with K = len(bins) - 1.
+    the count per bucket. Shapes: correct (N,), lengths (N,) -> accuracy and count, each (len(bins) - 1,).
     """
     c = np.asarray(correct, dtype=float)
     n = np.asarray(lengths)

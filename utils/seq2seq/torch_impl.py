@@ -1,9 +1,10 @@
 """PyTorch twin of the seq2seq models (same names and signatures as keras_impl).
 
-Shapes: B batch, Ts source length, Tt target length, E embedding width, H
-encoder width per direction, De = 2H, Hd decoder width, A attention width,
-V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token.
-See ``utils/seq2seq/__init__.py`` for the equations.
+Shapes: letters of ``utils/shapes.py``; here B batch, Ts source length, Tt target
+length, E embedding width, G encoder GRU width per direction, De = 2G, Gd decoder
+GRU width, A additive-attention width, Dq query width (= Gd), Dk projected-key
+width, V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token. See
+``utils/seq2seq/__init__.py`` for the equations.
 """
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def _check_kind(attention: str) -> None:
 class Encoder(nn.Module):
     """Embedding and a bidirectional GRU; padding (mask False) is skipped, not read.
 
-    Shapes: forward(src (B, Ts) ids, mask (B, Ts) bool) -> outputs (B, Ts, 2H),
-    summary (B, 2H) = [last forward state; last backward state].
+    Shapes: forward(src (B, Ts) ids, mask (B, Ts) bool) -> outputs (B, Ts, 2G),
+    summary (B, 2G) = [last forward state; last backward state].
     """
 
     def __init__(self, vocab_size: int, d_embed: int, d_hidden: int) -> None:
@@ -65,9 +66,9 @@ class Encoder(nn.Module):
             raise ValueError(f"mask: expected every source to have at least one real token, got lengths {lengths.tolist()}")
         x = self.embedding(src)  # (B, Ts, E)
         packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, h_n = self.rnn(packed)  # h_n (2, B, H)
-        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, Ts, 2H)
-        summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, 2H)
+        out, h_n = self.rnn(packed)  # h_n (2, B, G)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])  # (B, Ts, 2G)
+        summary = torch.cat([h_n[0], h_n[1]], dim=-1)  # (B, 2G)
         return out, summary
 
 
@@ -78,7 +79,7 @@ def swap_directions(encoder: Encoder) -> None:
     encoder reads a reversed source into the summary it gave the source, halves
     exchanged: for a bidirectional encoder, reversing the source (Sutskever et
     al., 2014) is a relabelling of its two directions, not new information.
-    Shapes: encoder(src (B, Ts)) summary (B, 2H) = [fwd; bwd]; after the swap
+    Shapes: encoder(src (B, Ts)) summary (B, 2G) = [fwd; bwd]; after the swap
     encoder(reversed src) summary = [bwd; fwd] of the original.
     """
     with torch.no_grad():
@@ -97,8 +98,8 @@ class DecoderAttention(nn.Module):
     ``project_keys`` does the part that does not depend on the decoder state,
     once per sentence instead of once per output step.
 
-    Shapes: forward(query (B, Dq), memory (B, Ts, De), keys (B, Ts, K) or None,
-    mask (B, Ts) or None) -> context (B, De), weights (B, Ts).
+    Shapes: forward(query (B, Dq), memory (B, Ts, De), keys (B, Ts, Dk) or None,
+    mask (B, Ts) or None) -> context (B, De), weights (B, Ts); Dk = A, Dq or De by ``kind``.
     """
 
     def __init__(self, kind: str, d_query: int, d_key: int, d_attn: int) -> None:
@@ -115,7 +116,7 @@ class DecoderAttention(nn.Module):
             nn.init.xavier_uniform_(self.W)
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor:
-        """The query-independent part of the scores. Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        """The query-independent part of the scores. Shapes: (B, Ts, De) -> (B, Ts, Dk)."""
         if self.kind == "additive":
             return memory @ self.additive.W_k  # (B, Ts, A)
         if self.kind == "general":
@@ -123,7 +124,7 @@ class DecoderAttention(nn.Module):
         return memory
 
     def scores(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """Scores of one query per sentence against projected keys. Shapes: (B, Dq), (B, Ts, K) -> (B, Ts)."""
+        """Scores of one query per sentence against projected keys. Shapes: (B, Dq), (B, Ts, Dk) -> (B, Ts)."""
         if self.kind == "additive":
             # additive_scores(query, memory, W_q, W_k, w_v) with memory @ W_k done in project_keys
             q = (query @ self.additive.W_q).unsqueeze(1)  # (B, 1, A)
@@ -171,11 +172,11 @@ class Decoder(nn.Module):
         self.out = nn.Linear(d_hidden + d_enc + d_embed, vocab_size)
 
     def initial_state(self, summary: torch.Tensor) -> torch.Tensor:
-        """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Hd)."""
+        """s_0 = tanh(W_init summary). Shapes: (B, De) -> (B, Gd)."""
         return torch.tanh(self.init(summary))
 
     def project_keys(self, memory: torch.Tensor) -> torch.Tensor | None:
-        """Keys for every step of one sentence (None without attention). Shapes: (B, Ts, De) -> (B, Ts, K)."""
+        """Keys for every step of one sentence (None without attention). Shapes: (B, Ts, De) -> (B, Ts, Dk)."""
         return None if self.attention is None else self.attention.project_keys(memory)
 
     def step(
@@ -189,15 +190,15 @@ class Decoder(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """One output token: attend with s_{i-1}, update the GRU, predict.
 
-        Shapes: y_prev (B,) ids, state (B, Hd), memory (B, Ts, De), keys (B, Ts, K),
-        summary (B, De), mask (B, Ts) -> logits (B, V), state (B, Hd), weights (B, Ts) or None.
+        Shapes: y_prev (B,) ids, state (B, Gd), memory (B, Ts, De), keys (B, Ts, Dk),
+        summary (B, De), mask (B, Ts) -> logits (B, V), state (B, Gd), weights (B, Ts) or None.
         """
         emb = self.embedding(y_prev)  # (B, E)
         if self.attention is None:
             context, weights = summary, None  # the one fixed vector
         else:
             context, weights = self.attention(state, memory, keys, mask)  # (B, De), (B, Ts)
-        state = self.cell(torch.cat([emb, context], dim=-1), state)  # (B, Hd)
+        state = self.cell(torch.cat([emb, context], dim=-1), state)  # (B, Gd)
         logits = self.out(torch.cat([state, context, emb], dim=-1))  # (B, V)
         return logits, state, weights
 

@@ -9,11 +9,11 @@ Twins with one public API (a test compares their names and signatures):
   penalty, and the decoding loops (greedy, beam search) that drive a model
   through a "next-token log-probabilities" function.
 
-Shape letters: B batch, Ts source length, Tt target length, D d_model,
-H heads, Dh = D / H, F d_ff, V vocabulary size, L layers, K beam size.
-Masks are the course's boolean keep-masks (True = may attend), broadcastable
-to (B, H, Tq, Tk). Token id 0 is padding, 1 <bos>, 2 <eos> (as in
-``utils.data.parallel``).
+Shape letters: those of ``utils/shapes.py``; here B batch, T sequence length, Ts
+source length, Tt target length, Tq, Tk query and key lengths, D d_model, H heads,
+Dh = D / H, F d_ff, V vocabulary size, L layers, Kb beam size. Masks are the
+course's boolean keep-masks (True = may attend), broadcastable to (B, H, Tq, Tk).
+Token id 0 is padding, 1 <bos>, 2 <eos> (as in ``utils.data.parallel``).
 
 Layer norm placement: ``norm_first=True`` (pre-LN, the modern default that the
 lesson teaches: x + f(LN(x)), with one final LN after the stack) or

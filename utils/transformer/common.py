@@ -7,7 +7,8 @@
   a twin passes a function that maps the prefixes decoded so far to the
   log-probabilities of the next token.
 
-Shapes: B batch, T prefix length, V vocabulary, K beam size.
+Shapes: letters of ``utils/shapes.py``; here B batch, T prefix length, V vocabulary,
+Kb beam size.
 """
 from __future__ import annotations
 
@@ -96,7 +97,7 @@ def warmup_schedule(step: int | np.ndarray, d_model: int, warmup_steps: int = 40
     It rises linearly for ``warmup_steps`` steps, peaks at
     scale * (d_model * warmup_steps)^-0.5, then decays as 1 / sqrt(step).
     Steps count from 1 (step 0 is treated as step 1).
-    Shapes: step scalar or (N,) -> the same shape.
+    Shapes: step a scalar or an array of any shape -> the same shape.
     """
     check_positive_int("d_model", d_model)
     check_positive_int("warmup_steps", warmup_steps)
@@ -115,7 +116,7 @@ def length_penalty(length: int | np.ndarray, alpha: float = 0.6) -> np.ndarray |
     Beam search ranks finished hypotheses by log P(Y) / lp(Y): with alpha = 0
     it is the raw log-probability (which favours short outputs); larger alpha
     favours longer ones.
-    Shapes: length scalar or (N,) -> the same shape.
+    Shapes: length a scalar or an array of any shape -> the same shape.
     """
     if alpha < 0:
         raise ValueError(f"alpha: expected alpha >= 0, got {alpha!r}")
@@ -162,9 +163,9 @@ def beam_search_loop(
     """Beam search with GNMT length penalty over a batch of sources.
 
     Each source keeps ``beam_size`` live prefixes. At every step all live
-    prefixes are extended by every token; the best 2K extensions are read in
-    order: one ending in <eos> among the best K becomes a finished hypothesis
-    scored log P / lp(length) (as in fairseq), the others fill the K live slots.
+    prefixes are extended by every token; the best 2Kb extensions are read in
+    order: one ending in <eos> among the best Kb becomes a finished hypothesis
+    scored log P / lp(length) (as in fairseq), the others fill the Kb live slots.
     A source stops when no live prefix can still beat its best finished
     hypothesis, even at the most favourable length penalty lp(max_len); at
     max_len the live prefixes count as finished.
@@ -174,18 +175,18 @@ def beam_search_loop(
     k = check_positive_int("beam_size", beam_size)
     if alpha < 0:
         raise ValueError(f"alpha: expected alpha >= 0, got {alpha!r}")
-    prefixes = np.full((batch, k, 1), bos_id, dtype=np.int64)  # (B, K, 1)
-    scores = np.full((batch, k), -np.inf)  # (B, K) summed log-probabilities
-    scores[:, 0] = 0.0  # at the start the K beams are copies: keep only one
+    prefixes = np.full((batch, k, 1), bos_id, dtype=np.int64)  # (B, Kb, 1)
+    scores = np.full((batch, k), -np.inf)  # (B, Kb) summed log-probabilities
+    scores[:, 0] = 0.0  # at the start the Kb beams are copies: keep only one
     finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(batch)]
     active = np.ones(batch, dtype=bool)
     for t in range(max_len):
         idx = np.flatnonzero(active)
-        flat = prefixes[idx].reshape(len(idx) * k, -1)  # (b*K, t + 1)
-        logp = np.asarray(next_log_probs(np.repeat(idx, k), flat), dtype=np.float64)  # (b*K, V)
+        flat = prefixes[idx].reshape(len(idx) * k, -1)  # (b*Kb, t + 1)
+        logp = np.asarray(next_log_probs(np.repeat(idx, k), flat), dtype=np.float64)  # (b*Kb, V)
         v = logp.shape[-1]
-        cand = (scores[idx][:, :, None] + logp.reshape(len(idx), k, v)).reshape(len(idx), k * v)  # (b, K*V)
-        top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * k]  # (b, 2K)
+        cand = (scores[idx][:, :, None] + logp.reshape(len(idx), k, v)).reshape(len(idx), k * v)  # (b, Kb*V)
+        top = np.argsort(-cand, axis=1, kind="stable")[:, : 2 * k]  # (b, 2Kb)
         new_prefixes = np.zeros((batch, k, t + 2), dtype=np.int64)
         new_scores = np.full((batch, k), -np.inf)
         for j, i in enumerate(idx):
@@ -206,7 +207,7 @@ def beam_search_loop(
                     slot += 1
             # Stop when no live prefix can still win: log-probabilities only fall as a
             # prefix grows, and the most a longer output can gain is the largest length
-            # penalty, lp(max_len). (Stopping at K finished hypotheses instead lets
+            # penalty, lp(max_len). (Stopping at Kb finished hypotheses instead lets
             # unlikely early <eos> endings end the search before the right answer is done.)
             best_live = new_scores[i].max()
             if finished[i]:

@@ -2,9 +2,10 @@
 
 Written with ``keras.ops``; the training step uses TensorFlow's GradientTape
 (the course runs Keras on the TensorFlow backend).
-Shapes: B batch, Ts source length, Tt target length, D d_model, H heads,
-F d_ff, V vocabulary size, L layers. Masks are boolean keep-masks
-(True = may attend) broadcastable to (B, H, Tq, Tk).
+Shapes: letters of ``utils/shapes.py``; here B batch, T, Ts, Tt sequence, source and
+target lengths, Tq, Tk query and key lengths, D d_model, H heads, Dh = D / H,
+F d_ff, V vocabulary size, L layers. Masks are boolean keep-masks (True = may attend)
+broadcastable to (B, H, Tq, Tk).
 """
 from __future__ import annotations
 
@@ -534,7 +535,7 @@ def _named_variables(layer: Any, prefix: str = "") -> dict[str, Any]:
 def export_weights(model: keras.layers.Layer) -> dict[str, np.ndarray]:
     """All weights as NumPy arrays under names both twins share (e.g. ``encoder.blocks.0.ff.linear1.w``).
 
-    Shapes: every array keeps its variable's shape (x @ W convention).
+    Shapes: every array keeps its variable's shape (the ``x @ W`` convention).
     """
     return {name: ops.convert_to_numpy(v).copy() for name, v in _named_variables(model).items()}
 

@@ -1,9 +1,10 @@
 """PyTorch twin of the Transformer (same names and signatures as keras_impl).
 
-Shapes: B batch, Ts source length, Tt target length, D d_model, H heads,
-F d_ff, V vocabulary size, L layers. Masks are boolean keep-masks
-(True = may attend) broadcastable to (B, H, Tq, Tk). Weights use the
-x @ W convention of ``utils.attention`` so they copy 1:1 to the Keras twin.
+Shapes: letters of ``utils/shapes.py``; here B batch, T, Ts, Tt sequence, source and
+target lengths, Tq, Tk query and key lengths, D d_model, H heads, Dh = D / H,
+F d_ff, V vocabulary size, L layers. Masks are boolean keep-masks (True = may
+attend) broadcastable to (B, H, Tq, Tk). Weights use the ``x @ W`` convention of
+``utils.attention`` so they copy 1:1 to the Keras twin.
 """
 from __future__ import annotations
 
@@ -476,7 +477,7 @@ def beam_search(
 def export_weights(model: nn.Module) -> dict[str, np.ndarray]:
     """All weights as NumPy arrays under names both twins share (e.g. ``encoder.blocks.0.ff.linear1.w``).
 
-    Shapes: every array keeps its parameter's shape (x @ W convention).
+    Shapes: every array keeps its parameter's shape (the ``x @ W`` convention).
     """
     return {name: p.detach().cpu().numpy().copy() for name, p in model.named_parameters()}
 
