@@ -257,15 +257,15 @@ def test_initial_state_is_empty_with_the_documented_shapes(impl: str) -> None:
 def test_bad_dnc_inputs_raise_value_errors_naming_the_argument(impl: str) -> None:
     mod, c = _module(impl), _random_case()
     t = lambda *names: [_to(impl, c[n]) for n in names]  # noqa: E731
-    with pytest.raises(ValueError, match=r"usage: expected \(B, N\)"):
+    with pytest.raises(ValueError, match=r"usage: expected \(B, M\)"):
         mod.dnc_allocation(_to(impl, c["memory"]))
-    with pytest.raises(ValueError, match=r"read_weights: expected \(B, R, N\) with B=3, N=6"):
+    with pytest.raises(ValueError, match=r"read_weights: expected \(B, R, M\) with B=3, M=6"):
         mod.dnc_usage(*t("usage", "write_weights", "free_gates"), _to(impl, c["read_weights"][..., :4]))
     with pytest.raises(ValueError, match=r"erase: expected \(B, W\)"):
         mod.dnc_write(*t("memory", "write_weights"), _to(impl, c["erase"][:, :2]), _to(impl, c["add"]))
     with pytest.raises(ValueError, match=r"read_modes: expected \(B, R, 3\)"):
         mod.dnc_read_weighting(*t("backward", "content", "forward"), _to(impl, c["read_modes"][..., :2]))
-    with pytest.raises(ValueError, match=r"link: expected \(B, N, N\)"):
+    with pytest.raises(ValueError, match=r"link: expected \(B, M, M\)"):
         mod.dnc_link(_to(impl, c["link"][:, :, :3]), *t("precedence", "write_weights"))
     with pytest.raises(ValueError, match=r"interface: missing keys \['write_gate'\]"):
         x = {k: v for k, v in _interface(4, R=2).items() if k != "write_gate"}

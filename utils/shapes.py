@@ -70,9 +70,8 @@ Images
 Renamed when the table was made (each had a second meaning): the seq2seq GRU
 width H -> G (so De = 2G, decoder width Hd -> Gd), the beam size K -> Kb, the
 rows of the NTM/DNC memory N -> M, image height, width and channels H, W, C ->
-Ih, Iw, Ic, the patch count N -> Np. The DNC checks' layout strings still spell
-the slots N, and ``unpatchify``'s message the patches N, because tests quote
-those error messages.
+Ih, Iw, Ic, the patch count N -> Np. ``unpatchify``'s error message still counts
+the patches as N (a test quotes it; it reads "N=4 patches").
 """
 from __future__ import annotations
 

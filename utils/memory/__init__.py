@@ -10,7 +10,7 @@ Shape letters: those of ``utils/shapes.py``; here B batch, M memory slots (a Mem
 slot holds one sentence, slot 0 the newest; the slots of a Neural Turing Machine or
 DNC memory are the rows of its matrix), J words per sentence, V vocabulary, D
 embedding width, K hops, W width of an NTM/DNC memory row, R DNC read heads, N
-examples. (The DNC checks' error messages call the slots N.)
+examples.
 
 Weights of a MemN2N with adjacent tying: ``embeddings`` (K+1, V, D) and
 ``temporal`` (K+1, M, D). Hop k (1-based) uses A^k = embeddings[k-1] for the

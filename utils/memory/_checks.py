@@ -75,7 +75,7 @@ def check_model_weights(stories: Any, queries: Any, embeddings: Any, temporal: A
 def check_content(memory: Any, key: Any, strength: Any) -> None:
     m, k = shape_of(memory), shape_of(key)
     if len(m) != 3:
-        raise ValueError(f"memory: expected (B, N, W), got shape {m}")
+        raise ValueError(f"memory: expected (B, M, W), got shape {m}")
     if k != (m[0], m[2]):
         raise ValueError(f"key: expected (B, W) = ({m[0]}, {m[2]}), got shape {k}")
     if hasattr(strength, "shape"):
@@ -88,7 +88,6 @@ def check_content(memory: Any, key: Any, strength: Any) -> None:
 
 # ----------------------------------------------------------------------------- DNC memory
 # Shape letters (``utils/shapes.py``): B batch, M memory slots (rows), W row width, R read heads.
-# The layouts below spell the slots N: tests quote the error messages they make.
 
 DNC_STATE = ("memory", "usage", "link", "precedence", "write_weights", "read_weights")
 DNC_INTERFACE = (
@@ -98,12 +97,9 @@ DNC_INTERFACE = (
 
 
 def check_dnc(**arrays: Any) -> None:
-    """Check DNC arrays against one another by their layouts (letters B, N, W, R, and the 3 read modes).
+    """Check DNC arrays against one another by their layouts (letters B, M, W, R, and the 3 read modes).
 
-    Layout letter N is the memory slots (M in ``utils/shapes.py`` and the docstrings):
-    the error messages it makes are quoted by tests.
-
-    Each keyword is ``name=(array, "B N")``: the letters name the axes, and every
+    Each keyword is ``name=(array, "B M")``: the letters name the axes, and every
     letter must mean the same size in every argument of the call.
     """
     sizes: dict[str, int] = {}

@@ -168,7 +168,6 @@ def content_read(memory: Tensor, key: Tensor, strength: float | Tensor = 1.0) ->
 # The memory of the Differentiable Neural Computer (Graves et al. 2016, Nature 538:471-476,
 # "Methods"), without a controller: every function takes the interface values a
 # controller would emit. Shapes: B batch, M memory slots (rows), W row width, R read heads.
-# (The checks' layout strings, and so their error messages, call the slots N.)
 # Time runs t-1 -> t: "previous" arguments come from the last step.
 
 
@@ -182,8 +181,8 @@ def dnc_usage(
     Shapes: usage (B, M), write_weights (B, M) of the last step, free_gates (B, R),
     read_weights (B, R, M) of the last step -> (B, M).
     """
-    _checks.check_dnc(usage=(usage, "B N"), write_weights=(write_weights, "B N"),
-                      free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R N"))
+    _checks.check_dnc(usage=(usage, "B M"), write_weights=(write_weights, "B M"),
+                      free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R M"))
     retention = ops.prod(1 - ops.expand_dims(free_gates, -1) * read_weights, axis=1)  # (B, M)
     return (usage + write_weights - usage * write_weights) * retention
 
@@ -195,7 +194,7 @@ def dnc_allocation(usage: Tensor) -> Tensor:
     leave (a fully used slot, u = 1, gets nothing). Ties go to the lower slot index.
     Shapes: usage (B, M) -> (B, M).
     """
-    _checks.check_dnc(usage=(usage, "B N"))
+    _checks.check_dnc(usage=(usage, "B M"))
     # tf.argsort is stable (equal usages keep slot order), like the twins' stable sorts
     order = ops.argsort(usage, axis=-1)  # (B, M) free list: least used first
     sorted_usage = ops.take_along_axis(usage, order, axis=-1)  # (B, M)
@@ -214,7 +213,7 @@ def dnc_write_weighting(
     (c^w, to update it); the write gate g^w = 0 writes nothing.
     Shapes: content_weights (B, M), allocation (B, M), allocation_gate (B,), write_gate (B,) -> (B, M).
     """
-    _checks.check_dnc(content_weights=(content_weights, "B N"), allocation=(allocation, "B N"),
+    _checks.check_dnc(content_weights=(content_weights, "B M"), allocation=(allocation, "B M"),
                       allocation_gate=(allocation_gate, "B"), write_gate=(write_gate, "B"))
     g_a, g_w = ops.expand_dims(allocation_gate, -1), ops.expand_dims(write_gate, -1)  # (B, 1)
     return g_w * (g_a * allocation + (1 - g_a) * content_weights)
@@ -227,7 +226,7 @@ def dnc_write(memory: Tensor, write_weights: Tensor, erase: Tensor, add: Tensor)
     is replaced by v; with e = 0 the write adds to it.
     Shapes: memory (B, M, W), write_weights (B, M), erase (B, W) in [0, 1], add (B, W) -> (B, M, W).
     """
-    _checks.check_dnc(memory=(memory, "B N W"), write_weights=(write_weights, "B N"),
+    _checks.check_dnc(memory=(memory, "B M W"), write_weights=(write_weights, "B M"),
                       erase=(erase, "B W"), add=(add, "B W"))
     w = ops.expand_dims(write_weights, -1)  # (B, M, 1)
     return memory * (1 - w * ops.expand_dims(erase, 1)) + w * ops.expand_dims(add, 1)
@@ -238,7 +237,7 @@ def dnc_precedence(precedence: Tensor, write_weights: Tensor) -> Tensor:
 
     Shapes: precedence (B, M), write_weights (B, M) of this step -> (B, M).
     """
-    _checks.check_dnc(precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
+    _checks.check_dnc(precedence=(precedence, "B M"), write_weights=(write_weights, "B M"))
     return (1 - ops.sum(write_weights, axis=-1, keepdims=True)) * precedence + write_weights
 
 
@@ -249,7 +248,7 @@ def dnc_link(link: Tensor, precedence: Tensor, write_weights: Tensor) -> Tensor:
     previous step's p_{t-1} (the rows written before this write), ``write_weights`` this step's.
     Shapes: link (B, M, M), precedence (B, M), write_weights (B, M) -> (B, M, M).
     """
-    _checks.check_dnc(link=(link, "B N N"), precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
+    _checks.check_dnc(link=(link, "B M M"), precedence=(precedence, "B M"), write_weights=(write_weights, "B M"))
     w_i = ops.expand_dims(write_weights, -1)  # (B, M, 1)
     w_j = ops.expand_dims(write_weights, 1)  # (B, 1, M)
     new = (1 - w_i - w_j) * link + w_i * ops.expand_dims(precedence, 1)  # (B, M, M)
@@ -261,7 +260,7 @@ def dnc_directional_weights(link: Tensor, read_weights: Tensor) -> tuple[Tensor,
 
     Shapes: link (B, M, M), read_weights (B, R, M) of the last step -> forward (B, R, M), backward (B, R, M).
     """
-    _checks.check_dnc(link=(link, "B N N"), read_weights=(read_weights, "B R N"))
+    _checks.check_dnc(link=(link, "B M M"), read_weights=(read_weights, "B R M"))
     forward = ops.einsum("bij,brj->bri", link, read_weights)  # (B, R, M)
     backward = ops.einsum("bji,brj->bri", link, read_weights)  # (B, R, M)
     return forward, backward
@@ -274,7 +273,7 @@ def dnc_read_weighting(
 
     Shapes: backward, content, forward (B, R, M), read_modes (B, R, 3) summing to 1 -> (B, R, M).
     """
-    _checks.check_dnc(backward=(backward, "B R N"), content=(content, "B R N"), forward=(forward, "B R N"),
+    _checks.check_dnc(backward=(backward, "B R M"), content=(content, "B R M"), forward=(forward, "B R M"),
                       read_modes=(read_modes, "B R 3"))
     pi = ops.expand_dims(read_modes, -1)  # (B, R, 3, 1)
     return pi[:, :, 0] * backward + pi[:, :, 1] * content + pi[:, :, 2] * forward

@@ -169,7 +169,6 @@ def content_read(
 # The memory of the Differentiable Neural Computer (Graves et al. 2016, Nature 538:471-476,
 # "Methods"), without a controller: every function takes the interface values a
 # controller would emit. Shapes: B batch, M memory slots (rows), W row width, R read heads.
-# (The checks' layout strings, and so their error messages, call the slots N.)
 # Time runs t-1 -> t: "previous" arguments come from the last step.
 
 
@@ -183,8 +182,8 @@ def dnc_usage(
     Shapes: usage (B, M), write_weights (B, M) of the last step, free_gates (B, R),
     read_weights (B, R, M) of the last step -> (B, M).
     """
-    _checks.check_dnc(usage=(usage, "B N"), write_weights=(write_weights, "B N"),
-                      free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R N"))
+    _checks.check_dnc(usage=(usage, "B M"), write_weights=(write_weights, "B M"),
+                      free_gates=(free_gates, "B R"), read_weights=(read_weights, "B R M"))
     retention = torch.prod(1 - free_gates.unsqueeze(-1) * read_weights, dim=1)  # (B, M)
     return (usage + write_weights - usage * write_weights) * retention
 
@@ -196,7 +195,7 @@ def dnc_allocation(usage: torch.Tensor) -> torch.Tensor:
     leave (a fully used slot, u = 1, gets nothing). Ties go to the lower slot index.
     Shapes: usage (B, M) -> (B, M).
     """
-    _checks.check_dnc(usage=(usage, "B N"))
+    _checks.check_dnc(usage=(usage, "B M"))
     order = torch.sort(usage, dim=-1, stable=True).indices  # (B, M) free list: least used first
     sorted_usage = torch.gather(usage, -1, order)  # (B, M)
     before = torch.cumprod(sorted_usage, dim=-1)  # (B, M) prod_{i<=j}
@@ -214,7 +213,7 @@ def dnc_write_weighting(
     (c^w, to update it); the write gate g^w = 0 writes nothing.
     Shapes: content_weights (B, M), allocation (B, M), allocation_gate (B,), write_gate (B,) -> (B, M).
     """
-    _checks.check_dnc(content_weights=(content_weights, "B N"), allocation=(allocation, "B N"),
+    _checks.check_dnc(content_weights=(content_weights, "B M"), allocation=(allocation, "B M"),
                       allocation_gate=(allocation_gate, "B"), write_gate=(write_gate, "B"))
     g_a, g_w = allocation_gate.unsqueeze(-1), write_gate.unsqueeze(-1)  # (B, 1)
     return g_w * (g_a * allocation + (1 - g_a) * content_weights)
@@ -229,7 +228,7 @@ def dnc_write(
     is replaced by v; with e = 0 the write adds to it.
     Shapes: memory (B, M, W), write_weights (B, M), erase (B, W) in [0, 1], add (B, W) -> (B, M, W).
     """
-    _checks.check_dnc(memory=(memory, "B N W"), write_weights=(write_weights, "B N"),
+    _checks.check_dnc(memory=(memory, "B M W"), write_weights=(write_weights, "B M"),
                       erase=(erase, "B W"), add=(add, "B W"))
     w = write_weights.unsqueeze(-1)  # (B, M, 1)
     return memory * (1 - w * erase.unsqueeze(1)) + w * add.unsqueeze(1)
@@ -240,7 +239,7 @@ def dnc_precedence(precedence: torch.Tensor, write_weights: torch.Tensor) -> tor
 
     Shapes: precedence (B, M), write_weights (B, M) of this step -> (B, M).
     """
-    _checks.check_dnc(precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
+    _checks.check_dnc(precedence=(precedence, "B M"), write_weights=(write_weights, "B M"))
     return (1 - write_weights.sum(-1, keepdim=True)) * precedence + write_weights
 
 
@@ -251,7 +250,7 @@ def dnc_link(link: torch.Tensor, precedence: torch.Tensor, write_weights: torch.
     previous step's p_{t-1} (the rows written before this write), ``write_weights`` this step's.
     Shapes: link (B, M, M), precedence (B, M), write_weights (B, M) -> (B, M, M).
     """
-    _checks.check_dnc(link=(link, "B N N"), precedence=(precedence, "B N"), write_weights=(write_weights, "B N"))
+    _checks.check_dnc(link=(link, "B M M"), precedence=(precedence, "B M"), write_weights=(write_weights, "B M"))
     w_i = write_weights.unsqueeze(-1)  # (B, M, 1)
     w_j = write_weights.unsqueeze(1)  # (B, 1, M)
     new = (1 - w_i - w_j) * link + w_i * precedence.unsqueeze(1)  # (B, M, M)
@@ -263,7 +262,7 @@ def dnc_directional_weights(link: torch.Tensor, read_weights: torch.Tensor) -> t
 
     Shapes: link (B, M, M), read_weights (B, R, M) of the last step -> forward (B, R, M), backward (B, R, M).
     """
-    _checks.check_dnc(link=(link, "B N N"), read_weights=(read_weights, "B R N"))
+    _checks.check_dnc(link=(link, "B M M"), read_weights=(read_weights, "B R M"))
     forward = torch.einsum("bij,brj->bri", link, read_weights)  # (B, R, M)
     backward = torch.einsum("bji,brj->bri", link, read_weights)  # (B, R, M)
     return forward, backward
@@ -276,7 +275,7 @@ def dnc_read_weighting(
 
     Shapes: backward, content, forward (B, R, M), read_modes (B, R, 3) summing to 1 -> (B, R, M).
     """
-    _checks.check_dnc(backward=(backward, "B R N"), content=(content, "B R N"), forward=(forward, "B R N"),
+    _checks.check_dnc(backward=(backward, "B R M"), content=(content, "B R M"), forward=(forward, "B R M"),
                       read_modes=(read_modes, "B R 3"))
     pi = read_modes.unsqueeze(-1)  # (B, R, 3, 1)
     return pi[:, :, 0] * backward + pi[:, :, 1] * content + pi[:, :, 2] * forward
