@@ -355,16 +355,22 @@ def pretrain_mlm(
     pad_id = model.config.pad_id
     done = [0]  # steps taken: each step masks with its own seed
 
+    optimizer.build(model.trainable_variables)  # its slots exist before the first trace
+
+    @tf.function(jit_compile=False)  # every batch has the same shape (B, T): traced once
+    def update(inputs: Tensor, labels: Tensor, keep: Tensor) -> Tensor:
+        with tf.GradientTape() as tape:
+            logits, _ = model(inputs, None, keep, training=True)
+            loss = mlm_loss(logits, labels)
+        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
+        return loss
+
     def step(rows: np.ndarray, lr: float) -> float:
         optimizer.learning_rate.assign(lr)
         batch = ids[rows]
         inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + done[0])
         done[0] += 1
-        with tf.GradientTape() as tape:
-            logits, _ = model(inputs, None, ops.convert_to_tensor(batch != pad_id), training=True)
-            loss = mlm_loss(logits, labels)
-        _apply(optimizer, tape.gradient(loss, model.trainable_variables), model.trainable_variables)
-        return float(loss)
+        return float(update(inputs, labels, tf.convert_to_tensor(batch != pad_id)))
 
     return train_loop(step, len(ids), 1, batch_size, seed, schedule,
                       batches=lambda rng: [rng.integers(0, len(ids), batch_size) for _ in range(steps)],
