@@ -149,7 +149,7 @@ def test_masks_have_the_documented_shapes_and_polarity():
 # ---------------------------------------------------------------- losses, schedule, penalty
 
 
-@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3])
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.3, 0.95])  # 0.95: eps = s V / (V - 1) > 1, torch's own formula
 def test_label_smoothing_matches_torch_cross_entropy(smoothing):
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(3, 5, 9)).astype(np.float32)
@@ -159,11 +159,19 @@ def test_label_smoothing_matches_torch_cross_entropy(smoothing):
     # torch spreads eps / V over all classes; ours spreads s / (V - 1) over the others: s = eps (V - 1) / V
     eps = smoothing * v / (v - 1)
     ref = torch.nn.functional.cross_entropy(torch.as_tensor(logits).reshape(-1, v), torch.as_tensor(targets).reshape(-1),
-                                            ignore_index=0, label_smoothing=eps)
+                                            ignore_index=0, label_smoothing=min(eps, 1.0))
     ours_t = T.label_smoothing_loss(torch.as_tensor(logits), torch.as_tensor(targets), smoothing)
     ours_k = K.label_smoothing_loss(logits, targets, smoothing)
-    assert abs(float(ours_t) - float(ref)) < 1e-5
-    assert abs(float(_np(ours_k)) - float(ref)) < 1e-5
+    # and from the definition, in NumPy: 1 - s on the right token, s / (V - 1) on each other one
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))  # (B, T, V)
+    q = np.full(logits.shape, smoothing / (v - 1))
+    np.put_along_axis(q, targets[..., None], 1.0 - smoothing, axis=-1)
+    per_token = -(q * logp).sum(-1)  # (B, T)
+    by_definition = per_token[targets != 0].mean()
+    if eps <= 1.0:  # torch takes no eps above 1
+        assert abs(float(ref) - by_definition) < 1e-5
+    assert abs(float(ours_t) - by_definition) < 1e-5
+    assert abs(float(_np(ours_k)) - by_definition) < 1e-5
 
 
 def test_label_smoothing_is_minimised_by_the_smoothed_distribution():

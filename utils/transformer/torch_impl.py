@@ -358,11 +358,21 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing:
     if len(ls) != 3 or ls[:2] != ts:
         raise ValueError(f"targets: expected (B, T) = {ls[:2]} from logits {ls} (B, T, V), got {ts}")
     v = ls[-1]
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V)
-    nll = -logp.gather(-1, targets[..., None].long())[..., 0]  # (B, T)
+    targets = targets.long()
+    keep = (targets != pad_id).float()
+    # PyTorch's fused cross_entropy spreads its label_smoothing eps as eps / V over *every* token,
+    # the right one included; ours puts smoothing / (V - 1) on each wrong token. They are the same
+    # target when eps = smoothing * V / (V - 1) (then the right token gets 1 - smoothing too).
+    # The fused kernel never materialises log_softmax (B, T, V): a faster training step.
+    eps = smoothing * v / (v - 1) if v > 1 else 0.0
+    if eps <= 1.0:
+        total = nn.functional.cross_entropy(logits.float().reshape(-1, v), targets.reshape(-1), ignore_index=pad_id,
+                                            reduction="sum", label_smoothing=eps)
+        return total / keep.sum().clamp(min=1.0)
+    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V): smoothing so large that eps > 1
+    nll = -logp.gather(-1, targets[..., None])[..., 0]  # (B, T)
     others = -(logp.sum(dim=-1)) - nll  # (B, T) minus log-probs of the wrong tokens, summed
     per_token = (1.0 - smoothing) * nll + smoothing / (v - 1) * others
-    keep = (targets != pad_id).float()
     return (per_token * keep).sum() / keep.sum().clamp(min=1.0)
 
 
