@@ -5,6 +5,8 @@ PyTorch one with copied weights (1e-5), and both against closed forms.
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -393,3 +395,35 @@ def test_blocks_are_built_from_the_config_whole(framework: str) -> None:
     assert blocks and all(b.ff.activation == "gelu" for b in blocks)
     with pytest.raises(ValueError, match="activation"):
         common.TransformerConfig(src_vocab_size=7, tgt_vocab_size=9, activation="tanh")
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1, 0.95])
+def test_label_smoothing_gradient_matches_autograd_of_the_definition(smoothing):
+    """The PyTorch loss writes its gradient out (a faster step): it must be autograd's gradient of the formula."""
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(2, 4, 7))
+    targets = rng.integers(1, 7, size=(2, 4))
+    targets[1, 2:] = 0  # padding: no gradient there
+    ours = torch.tensor(logits, dtype=torch.float32, requires_grad=True)
+    T.label_smoothing_loss(ours, torch.as_tensor(targets), smoothing).backward()
+    ref = torch.tensor(logits, requires_grad=True)  # float64, plain autograd
+    logp = torch.log_softmax(ref, -1)
+    q = torch.full(logits.shape, smoothing / 6, dtype=torch.float64).scatter(-1, torch.as_tensor(targets)[..., None], 1 - smoothing)
+    keep = torch.as_tensor(targets != 0, dtype=torch.float64)
+    ((-(q * logp).sum(-1) * keep).sum() / keep.sum()).backward()
+    np.testing.assert_allclose(ours.grad.numpy(), ref.grad.numpy(), atol=1e-6)
+    assert np.abs(ours.grad.numpy()[1, 2:]).max() == 0, "padding positions must get no gradient"
+
+
+def test_the_step_benchmark_runs_both_frameworks(tmp_path):
+    """`python -m benchmarks.transformer_step`, tiny: one row per framework, CPU times, the ratio."""
+    from benchmarks import transformer_step
+
+    out = transformer_step.main(["--steps", "4", "--skip", "1", "--vocab", "40", "--d-model", "16",
+                                 "--json", str(tmp_path / "step.json")])
+    saved = json.loads((tmp_path / "step.json").read_text())
+    assert saved == out and [r["framework"] for r in out["results"]] == ["pytorch", "tensorflow"]
+    assert all(r["median_ms"] > 0 and r["steps_timed"] == 3 and np.isfinite(r["final_loss"]) for r in out["results"])
+    assert out["pytorch_over_tensorflow"] == pytest.approx(out["results"][0]["median_ms"] / out["results"][1]["median_ms"], rel=1e-2)
+    with pytest.raises(SystemExit):
+        transformer_step.main(["--steps", "2", "--skip", "2"])

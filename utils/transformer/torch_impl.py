@@ -68,8 +68,10 @@ class Linear(nn.Module):
         self.b = nn.Parameter(torch.zeros(d_out)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = x @ self.w
-        return y if self.b is None else y + self.b
+        if self.b is None:
+            return x @ self.w
+        # x @ w + b as one BLAS call (addmm): the bias rides in the matrix product instead of a second pass
+        return torch.addmm(self.b, x.reshape(-1, x.shape[-1]), self.w).reshape(*x.shape[:-1], self.w.shape[1])
 
 
 class LayerNorm(nn.Module):
@@ -306,7 +308,11 @@ class Decoder(nn.Module):
             cross_ws.append(cw)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        logits = self.out(x) if self.out is not None else x @ self.embedding.table.T + self.out_bias  # (B, Tt, V)
+        if self.out is not None:
+            logits = self.out(x)  # (B, Tt, V)
+        else:  # tied: the embedding table, transposed, with the bias added inside the product (addmm)
+            v = self.out_bias.shape[0]
+            logits = torch.addmm(self.out_bias, x.reshape(-1, x.shape[-1]), self.embedding.table.T).reshape(*x.shape[:-1], v)
         return logits, self_ws, cross_ws
 
 
@@ -358,22 +364,41 @@ def label_smoothing_loss(logits: torch.Tensor, targets: torch.Tensor, smoothing:
     if len(ls) != 3 or ls[:2] != ts:
         raise ValueError(f"targets: expected (B, T) = {ls[:2]} from logits {ls} (B, T, V), got {ts}")
     v = ls[-1]
-    targets = targets.long()
-    keep = (targets != pad_id).float()
-    # PyTorch's fused cross_entropy spreads its label_smoothing eps as eps / V over *every* token,
-    # the right one included; ours puts smoothing / (V - 1) on each wrong token. They are the same
-    # target when eps = smoothing * V / (V - 1) (then the right token gets 1 - smoothing too).
-    # The fused kernel never materialises log_softmax (B, T, V): a faster training step.
-    eps = smoothing * v / (v - 1) if v > 1 else 0.0
-    if eps <= 1.0:
-        total = nn.functional.cross_entropy(logits.float().reshape(-1, v), targets.reshape(-1), ignore_index=pad_id,
-                                            reduction="sum", label_smoothing=eps)
-        return total / keep.sum().clamp(min=1.0)
-    logp = torch.log_softmax(logits.float(), dim=-1)  # (B, T, V): smoothing so large that eps > 1
-    nll = -logp.gather(-1, targets[..., None])[..., 0]  # (B, T)
-    others = -(logp.sum(dim=-1)) - nll  # (B, T) minus log-probs of the wrong tokens, summed
-    per_token = (1.0 - smoothing) * nll + smoothing / (v - 1) * others
-    return (per_token * keep).sum() / keep.sum().clamp(min=1.0)
+    flat = targets.long().reshape(-1)  # (B*T,)
+    return _SmoothedCrossEntropy.apply(logits.float().reshape(-1, v), flat, float(smoothing), (flat != pad_id).float())
+
+
+class _SmoothedCrossEntropy(torch.autograd.Function):
+    """``label_smoothing_loss``'s maths with its gradient written out: a faster training step.
+
+    Per token, with lse = logsumexp(z) (so log p_j = z_j - lse) and t the right token:
+    nll = lse - z_t; the wrong tokens' summed -log p = V lse - sum(z) - nll; the loss is
+    (1 - s) nll + s / (V - 1) (that sum). Its gradient is p - q, q the smoothed target
+    (1 - s on t, s / (V - 1) elsewhere): one pass over the (N, V) logits, where autograd's
+    log_softmax, gather, sum and their backward make several.
+    Shapes: logits (N, V), targets (N,), keep (N,) 1.0 on real tokens -> scalar.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor, smoothing: float, keep: torch.Tensor) -> torch.Tensor:
+        v = logits.shape[1]
+        lse = torch.logsumexp(logits, dim=1)  # (N,)
+        nll = lse - logits.gather(1, targets[:, None])[:, 0]  # (N,)
+        wrong = v * lse - logits.sum(dim=1) - nll  # (N,) -log p summed over the wrong tokens
+        count = keep.sum().clamp(min=1.0)
+        ctx.save_for_backward(logits, lse, targets, keep / count)
+        ctx.smoothing = smoothing
+        return (((1.0 - smoothing) * nll + smoothing / (v - 1) * wrong) * keep).sum() / count
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: torch.Tensor):
+        logits, lse, targets, weight = ctx.saved_tensors
+        s, v = ctx.smoothing, logits.shape[1]
+        grad = torch.exp(logits - lse[:, None])  # (N, V) softmax
+        grad.sub_(s / (v - 1))
+        grad.scatter_add_(1, targets[:, None], torch.full((len(targets), 1), -(1.0 - s - s / (v - 1)), dtype=grad.dtype))
+        grad.mul_((weight * grad_out)[:, None])
+        return grad, None, None, None
 
 
 def _device(model: nn.Module) -> torch.device:
