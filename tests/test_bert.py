@@ -585,23 +585,6 @@ def test_segment_ids_out_of_range_are_named(impl) -> None:
             model({**b, "segment_ids": seg})
 
 
-def test_batch_order_plain_and_bucketed() -> None:
-    n, bs = 103, 8
-    plain = common.batch_order(n, bs, np.random.default_rng(3))
-    perm = np.random.default_rng(3).permutation(n)
-    assert [list(b) for b in plain] == [list(perm[i : i + bs]) for i in range(0, n, bs)], "plain: the permutation, cut"
-    lengths = np.random.default_rng(0).integers(3, 60, n)
-    bucketed = common.batch_order(n, bs, np.random.default_rng(3), lengths, pool=4)
-    assert sorted(np.concatenate(bucketed).tolist()) == list(range(n)), "every row exactly once"
-    assert max(len(b) for b in bucketed) == bs
-    spread = lambda batches: np.mean([np.ptp(lengths[b]) for b in batches])  # noqa: E731
-    assert spread(bucketed) < 0.5 * spread(plain), (spread(bucketed), spread(plain))
-    again = common.batch_order(n, bs, np.random.default_rng(3), lengths, pool=4)
-    assert all(np.array_equal(a, b) for a, b in zip(bucketed, again)), "the seed decides the order"
-    with pytest.raises(ValueError, match="lengths"):
-        common.batch_order(n, bs, np.random.default_rng(0), lengths[:-1])
-
-
 def test_bucketed_fine_tuning_twins_agree_and_the_clock_stops_it() -> None:
     torch.manual_seed(2)
     c = _config()

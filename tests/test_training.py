@@ -84,15 +84,21 @@ def test_bad_arguments_are_named(kwargs, match) -> None:
         train_loop(lambda rows, lr: 0.0, progress=False, **args)
 
 
-def test_bucketed_batches_hold_rows_of_similar_length() -> None:
-    rng = np.random.default_rng(0)
-    lengths = rng.integers(1, 60, 400)
-    plain = batch_order(400, 8, np.random.default_rng(1))
-    bucketed = batch_order(400, 8, np.random.default_rng(1), lengths)
-    for batches in (plain, bucketed):
-        assert sorted(np.concatenate(batches)) == list(range(400))
-    spread = lambda bs: np.mean([np.ptp(lengths[b]) for b in bs])  # noqa: E731
-    assert spread(bucketed) < 0.25 * spread(plain), (spread(bucketed), spread(plain))
+def test_batch_order_plain_and_bucketed() -> None:
+    n, bs = 103, 8
+    plain = batch_order(n, bs, np.random.default_rng(3))
+    perm = np.random.default_rng(3).permutation(n)
+    assert [list(b) for b in plain] == [list(perm[i : i + bs]) for i in range(0, n, bs)], "plain: the permutation, cut"
+    lengths = np.random.default_rng(0).integers(3, 60, n)
+    bucketed = batch_order(n, bs, np.random.default_rng(3), lengths, pool=4)
+    assert sorted(np.concatenate(bucketed).tolist()) == list(range(n)), "every row exactly once"
+    assert max(len(b) for b in bucketed) == bs
+    spread = lambda batches: np.mean([np.ptp(lengths[b]) for b in batches])  # noqa: E731
+    assert spread(bucketed) < 0.5 * spread(plain), (spread(bucketed), spread(plain))
+    again = batch_order(n, bs, np.random.default_rng(3), lengths, pool=4)
+    assert all(np.array_equal(a, b) for a, b in zip(bucketed, again)), "the seed decides the order"
+    with pytest.raises(ValueError, match="lengths"):
+        batch_order(n, bs, np.random.default_rng(0), lengths[:-1])
 
 
 def test_set_training_switches_modes_around_steps_and_evaluation() -> None:

@@ -27,7 +27,7 @@ batch.
 from __future__ import annotations
 
 import time
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 

@@ -35,6 +35,7 @@ __all__ = [
     "local_window_mask",
     "split_heads",
     "merge_heads",
+    "project",
     "multi_head_attention",
     "MultiHeadAttention",
     "to_library",
@@ -249,7 +250,13 @@ def merge_heads(x: Tensor) -> Tensor:
     return ops.reshape(x, (ops.shape(x)[0], ops.shape(x)[1], h * dh))  # (B, T, D)
 
 
-def _project(x: Tensor, w: Tensor, b: Tensor | None) -> Tensor:
+def project(x: Tensor, w: Tensor, b: Tensor | None = None) -> Tensor:
+    """A dense projection, x @ w + b.
+
+    The course's one implementation, used by multi-head attention and by the
+    Transformer's and BERT's dense layers (``Linear``, the tied output layer).
+    Shapes: x (..., D_in), w (D_in, D_out), b (D_out,) or None -> (..., D_out).
+    """
     y = ops.matmul(x, w)
     return y if b is None else y + b
 
@@ -269,14 +276,14 @@ def _attention_core(
 ) -> tuple[Tensor, Tensor]:
     d = checks.shape_of(queries)[-1]
     if queries is keys and keys is values:  # self-attention: one matmul for q, k and v
-        q, k, v = ops.split(_project(queries, w_qkv, b_qkv), 3, axis=-1)  # 3 x (B, T, D)
+        q, k, v = ops.split(project(queries, w_qkv, b_qkv), 3, axis=-1)  # 3 x (B, T, D)
     else:  # cross-attention: project each input with its third of the weights
         bq, bk, bv = (None, None, None) if b_qkv is None else (b_qkv[:d], b_qkv[d : 2 * d], b_qkv[2 * d :])
-        q = _project(queries, w_qkv[:, :d], bq)  # (B, Tq, D)
+        q = project(queries, w_qkv[:, :d], bq)  # (B, Tq, D)
         if keys is values:
-            k, v = ops.split(_project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]), 2, axis=-1)
+            k, v = ops.split(project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]), 2, axis=-1)
         else:
-            k, v = _project(keys, w_qkv[:, d : 2 * d], bk), _project(values, w_qkv[:, 2 * d :], bv)  # (B, Tk, D)
+            k, v = project(keys, w_qkv[:, d : 2 * d], bk), project(values, w_qkv[:, 2 * d :], bv)  # (B, Tk, D)
     q = split_heads(q, num_heads)  # (B, H, Tq, Dh)
     k = split_heads(k, num_heads)  # (B, H, Tk, Dh)
     v = split_heads(v, num_heads)  # (B, H, Tk, Dh)
@@ -286,7 +293,7 @@ def _attention_core(
     scores = ops.matmul(q, ops.swapaxes(k, -1, -2))  # (B, H, Tq, Tk)
     weights = ops.softmax(scores, axis=-1) if mask is None else masked_softmax(scores, mask)  # (B, H, Tq, Tk)
     attn = keras.random.dropout(weights, dropout, seed=seed) if dropout > 0 else weights
-    out = _project(merge_heads(ops.matmul(attn, v)), w_o, b_o)  # (B, Tq, D)
+    out = project(merge_heads(ops.matmul(attn, v)), w_o, b_o)  # (B, Tq, D)
     return out, weights
 
 

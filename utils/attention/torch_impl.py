@@ -28,6 +28,7 @@ __all__ = [
     "local_window_mask",
     "split_heads",
     "merge_heads",
+    "project",
     "multi_head_attention",
     "MultiHeadAttention",
     "to_library",
@@ -231,8 +232,13 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(b, t, h * dh)  # (B, T, D)
 
 
-def _project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
-    # x @ w + b as one fused BLAS call (addmm) when there is a bias
+def project(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    """A dense projection, x @ w + b, with the bias added inside one BLAS call (addmm).
+
+    The course's one implementation, used by multi-head attention and by the
+    Transformer's and BERT's dense layers (``Linear``, the tied output layer).
+    Shapes: x (..., D_in), w (D_in, D_out), b (D_out,) or None -> (..., D_out).
+    """
     return x @ w if b is None else torch.addmm(b, x.reshape(-1, x.shape[-1]), w).reshape(*x.shape[:-1], w.shape[1])
 
 
@@ -259,17 +265,17 @@ def _heads(
     d = queries.shape[-1]
     if queries is keys and keys is values:  # fast path: self-attention
         b, t, _ = queries.shape
-        qkv = _project(queries, w_qkv, b_qkv)  # (B, T, 3D)
+        qkv = project(queries, w_qkv, b_qkv)  # (B, T, 3D)
         qkv = qkv.reshape(b, t, 3, num_heads, d // num_heads).permute(2, 0, 3, 1, 4).contiguous()  # (3, B, H, T, Dh)
         q, k, v = qkv.unbind(0)
         return q, k, v
     wq, wk, wv = w_qkv.split(d, dim=1)  # each (D, D)
     bq, bk, bv = (None, None, None) if b_qkv is None else b_qkv.split(d)  # each (D,)
-    q = _project(queries, wq, bq)  # (B, Tq, D)
+    q = project(queries, wq, bq)  # (B, Tq, D)
     if keys is values:  # fast path: keys and values from one input
-        k, v = _project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]).split(d, dim=-1)
+        k, v = project(keys, w_qkv[:, d:], None if b_qkv is None else b_qkv[d:]).split(d, dim=-1)
     else:
-        k, v = _project(keys, wk, bk), _project(values, wv, bv)  # (B, Tk, D)
+        k, v = project(keys, wk, bk), project(values, wv, bv)  # (B, Tk, D)
     return split_heads(q, num_heads), split_heads(k, num_heads), split_heads(v, num_heads)
 
 
@@ -308,7 +314,7 @@ def _attention_core(
     weights = _softmax_over_keys(scores, mask)  # (B, H, Tq, Tk)
     attn = torch.nn.functional.dropout(weights, dropout) if dropout > 0 else weights
     heads = attn @ v  # (B, H, Tq, Dh): each head's weighted sum of its values
-    out = _project(merge_heads(heads), w_o, b_o)  # (B, Tq, H * Dh) -> (B, Tq, D)
+    out = project(merge_heads(heads), w_o, b_o)  # (B, Tq, H * Dh) -> (B, Tq, D)
     return out, weights
 
 

@@ -402,7 +402,6 @@ def train_memn2n(
     cfg = config or TrainConfig()
     plan = schedule(cfg)  # (linear, learning rate) per epoch; checks the config
     n = len(train["queries"])
-    per_epoch = -(-n // cfg.batch_size)
     rng = np.random.default_rng(cfg.seed)  # shuffles the batches and draws the time noise
     variables = model.trainable_variables
     # clipnorm clips each weight's gradient on its own, as the authors' code does (not one global norm)
@@ -437,21 +436,21 @@ def train_memn2n(
     best = [float("inf"), None]
     valid = trim(valid)
     vs, vq, va = (ops.convert_to_tensor(valid[k]) for k in ("stories", "queries", "answers"))
-    phase = [plan[0][0]]  # linear (no softmax in the hops) in this epoch?
+    now = dict(zip(("linear", "lr"), plan[0]))  # the running epoch's phase (linear: no softmax in the hops) and rate
 
     def step(idx: np.ndarray, lr: float) -> float:
         opt.learning_rate.assign(lr)
         s, q, a = noisy_batch(train, idx, cfg, rng)
-        return float(compiled[phase[0]][0](s, q, a)) / len(a)
+        return float(compiled[now["linear"]][0](s, q, a)) / len(a)
 
     def end(epoch: int) -> dict:
-        v_loss, v_err = (float(x) for x in compiled[phase[0]][1](vs, vq, va))
-        if not phase[0] and v_err < best[0]:
+        v_loss, v_err = (float(x) for x in compiled[now["linear"]][1](vs, vq, va))
+        if not now["linear"] and v_err < best[0]:
             best[:] = [v_err, [v.numpy() for v in model.weights]]
-        return {"valid loss": v_loss, "valid error": v_err, "linear": phase[0]}
+        return {"valid loss": v_loss, "valid error": v_err, "linear": now["linear"]}
 
-    history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: plan[i // per_epoch][1], progress=progress,
-                         desc="MemN2N", on_epoch_start=lambda e: phase.__setitem__(0, plan[e][0]), on_epoch_end=end)
+    history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: now["lr"], progress=progress,
+                         desc="MemN2N", on_epoch_start=lambda e: now.update(zip(("linear", "lr"), plan[e])), on_epoch_end=end)
     if best[1] is not None:
         for var, value in zip(model.weights, best[1]):
             var.assign(value)

@@ -392,20 +392,19 @@ def train_memn2n(
     cfg = config or TrainConfig()
     plan = schedule(cfg)  # (linear, learning rate) per epoch; checks the config
     n = len(train["queries"])
-    per_epoch = -(-n // cfg.batch_size)
     rng = np.random.default_rng(cfg.seed)  # shuffles the batches and draws the time noise
     dev = next(model.parameters()).device
     opt = (torch.optim.SGD if cfg.optimizer == "sgd" else torch.optim.Adam)(model.parameters(), lr=cfg.lr)
     best = [float("inf"), None]
     valid = trim(valid)
     vs, vq, va = (torch.as_tensor(valid[k], device=dev) for k in ("stories", "queries", "answers"))
-    phase = [plan[0][0]]  # linear (no softmax in the hops) in this epoch?
+    now = dict(zip(("linear", "lr"), plan[0]))  # the running epoch's phase (linear: no softmax in the hops) and rate
 
     def step(idx: np.ndarray, lr: float) -> float:
         for group in opt.param_groups:
             group["lr"] = lr
         s, q, a = (torch.as_tensor(x, device=dev) for x in noisy_batch(train, idx, cfg, rng))
-        logits, _ = model(s, q, linear=phase[0])
+        logits, _ = model(s, q, linear=now["linear"])
         loss = nn.functional.cross_entropy(logits, a, reduction="sum")  # summed, as in the paper
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -416,15 +415,15 @@ def train_memn2n(
 
     def end(epoch: int) -> dict:
         with torch.no_grad():
-            logits, _ = model(vs, vq, linear=phase[0])
+            logits, _ = model(vs, vq, linear=now["linear"])
             v_err = float((logits.argmax(-1) != va).float().mean())
-            out = {"valid loss": float(nn.functional.cross_entropy(logits, va)), "valid error": v_err, "linear": phase[0]}
-        if not phase[0] and v_err < best[0]:
+            out = {"valid loss": float(nn.functional.cross_entropy(logits, va)), "valid error": v_err, "linear": now["linear"]}
+        if not now["linear"] and v_err < best[0]:
             best[:] = [v_err, {k: v.detach().clone() for k, v in model.state_dict().items()}]
         return out
 
-    history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: plan[i // per_epoch][1], progress=progress,
-                         desc="MemN2N", on_epoch_start=lambda e: phase.__setitem__(0, plan[e][0]), on_epoch_end=end,
+    history = train_loop(step, n, len(plan), cfg.batch_size, rng, lambda i: now["lr"], progress=progress,
+                         desc="MemN2N", on_epoch_start=lambda e: now.update(zip(("linear", "lr"), plan[e])), on_epoch_end=end,
                          set_training=model.train)
     if best[1] is not None:
         model.load_state_dict(best[1])

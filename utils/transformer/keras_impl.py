@@ -24,7 +24,7 @@ from keras import ops  # noqa: E402
 from utils import checks  # noqa: E402
 from utils.data.parallel import PAD_ID  # noqa: E402
 from utils.training import train_loop  # noqa: E402
-from utils.attention.keras_impl import MultiHeadAttention, causal_mask  # noqa: E402
+from utils.attention.keras_impl import MultiHeadAttention, causal_mask, project  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
 from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
@@ -77,8 +77,7 @@ class Linear(keras.layers.Layer):
         self.built = True  # every weight exists after construction
 
     def call(self, x: Tensor) -> Tensor:
-        y = ops.matmul(x, self.w)
-        return y if self.b is None else y + self.b
+        return project(x, self.w, self.b)
 
 
 class LayerNorm(keras.layers.Layer):
@@ -345,7 +344,7 @@ class Decoder(keras.layers.Layer):
         if self.out is not None:
             logits = self.out(x)
         else:
-            logits = ops.matmul(x, ops.transpose(self.embedding.table)) + self.out_bias  # (B, Tt, V)
+            logits = project(x, ops.transpose(self.embedding.table), self.out_bias)  # (B, Tt, V)
         return logits, self_ws, cross_ws
 
     def compute_mask(self, *args: Any, **kwargs: Any) -> None:

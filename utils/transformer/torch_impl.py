@@ -19,7 +19,7 @@ from torch import nn
 from utils import checks
 from utils.data.parallel import PAD_ID
 from utils.training import train_loop
-from utils.attention.torch_impl import MultiHeadAttention, causal_mask
+from utils.attention.torch_impl import MultiHeadAttention, causal_mask, project
 from utils.positional.torch_impl import SinusoidalEncoding
 
 from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
@@ -68,10 +68,7 @@ class Linear(nn.Module):
         self.b = nn.Parameter(torch.zeros(d_out)) if bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.b is None:
-            return x @ self.w
-        # x @ w + b as one BLAS call (addmm): the bias rides in the matrix product instead of a second pass
-        return torch.addmm(self.b, x.reshape(-1, x.shape[-1]), self.w).reshape(*x.shape[:-1], self.w.shape[1])
+        return project(x, self.w, self.b)  # the bias added inside the product (addmm)
 
 
 class LayerNorm(nn.Module):
@@ -308,11 +305,8 @@ class Decoder(nn.Module):
             cross_ws.append(cw)
         if self.final_norm is not None:
             x = self.final_norm(x)
-        if self.out is not None:
-            logits = self.out(x)  # (B, Tt, V)
-        else:  # tied: the embedding table, transposed, with the bias added inside the product (addmm)
-            v = self.out_bias.shape[0]
-            logits = torch.addmm(self.out_bias, x.reshape(-1, x.shape[-1]), self.embedding.table.T).reshape(*x.shape[:-1], v)
+        # tied: the embedding table, transposed, is the output layer's weight
+        logits = self.out(x) if self.out is not None else project(x, self.embedding.table.T, self.out_bias)  # (B, Tt, V)
         return logits, self_ws, cross_ws
 
 
@@ -396,7 +390,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         s, v = ctx.smoothing, logits.shape[1]
         grad = torch.exp(logits - lse[:, None])  # (N, V) softmax
         grad.sub_(s / (v - 1))
-        grad.scatter_add_(1, targets[:, None], torch.full((len(targets), 1), -(1.0 - s - s / (v - 1)), dtype=grad.dtype))
+        grad.scatter_add_(1, targets[:, None], grad.new_full((len(targets), 1), -(1.0 - s - s / (v - 1))))
         grad.mul_((weight * grad_out)[:, None])
         return grad, None, None, None
 
