@@ -118,7 +118,8 @@ def run_task(
         from utils.memory import keras_impl as impl
 
         keras.utils.set_random_seed(seed)
-    model = impl.MemN2N(vocab_size, args.embed_dim, slots, hops=args.hops, mask_empty=args.mask_empty)
+    # the start weights come from NumPy with the run's seed: the same model in both frameworks
+    model = impl.MemN2N(vocab_size, args.embed_dim, slots, hops=args.hops, mask_empty=args.mask_empty, seed=seed)
     history = impl.train_memn2n(model, arrays["train"], arrays["valid"], cfg)
     pred, _ = impl.predict_memn2n(model, arrays["test"])
     train_pred, _ = impl.predict_memn2n(model, arrays["train"])

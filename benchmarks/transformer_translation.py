@@ -2,13 +2,17 @@
 
     python -m benchmarks.transformer_translation --framework pytorch \
         --train-src train.en --train-tgt train.es --test-src test.en --test-tgt test.es \
-        [--minutes 30] [--json FILE]
+        [--minutes 30] [--bleu-at 10] [--subwords bpe] [--json FILE]
     python -m benchmarks.transformer_translation --framework tensorflow \
         --train-tsv train.tsv --test-tsv test.tsv [--columns 0 1]
 
 Files are read with ``utils.data.parallel.read_parallel`` (one sentence per line
 in two files, or one tab-separated file per split). Tokens are lower-cased words
-and punctuation marks; BLEU (sacrebleu, default 13a tokeniser) compares the
+and punctuation marks, or with ``--subwords bpe`` (or ``wordpiece``) pieces of
+those words learned from the training split (``utils.data.parallel.Subwords``,
+``--max-vocab`` pieces per language), joined back into words before scoring;
+``--bleu-at M ...`` also scores the test split when the budget's clock first
+passes M minutes (the decoding time is left out of the budget). BLEU (sacrebleu, default 13a tokeniser) compares the
 detokenised-by-spaces output with the test references tokenised the same way.
 Prints BLEU, a few translations and the seconds taken; ``--json`` writes
 ``{"framework", "bleu", "seconds", "train_pairs", ...}``.
@@ -38,7 +42,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                    help="what the budget counts: this process's CPU time (default; fair on a shared machine) or wall time")
     p.add_argument("--max-len", type=int, default=20, help="drop pairs longer than this many tokens")
-    p.add_argument("--max-vocab", type=int, default=8000)
+    p.add_argument("--max-vocab", type=int, default=8000, help="words (or subword pieces) per language")
+    p.add_argument("--subwords", choices=("none", "bpe", "wordpiece"), default="none",
+                   help="split words into pieces learned from the training split (default: whole words, rare ones <unk>)")
+    p.add_argument("--bleu-at", type=float, nargs="*", default=[], metavar="MINUTES",
+                   help="also decode and score the test split when the training clock passes these minutes")
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--heads", type=int, default=4)
@@ -55,7 +63,34 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     tsv = args.train_tsv and (args.test_tsv or args.holdout > 0)
     if not (two_files or tsv):
         p.error("give --train-src/--train-tgt/--test-src/--test-tgt, or --train-tsv with --test-tsv or --holdout N")
+    bad = [m for m in args.bleu_at if not 0 < m < args.minutes]
+    if bad:
+        p.error(f"--bleu-at: expected minutes between 0 and --minutes {args.minutes:g} (the end is always scored), got {bad[0]:g}")
     return args
+
+
+class CheckpointClock:
+    """The training budget's clock, which also runs ``evaluate(minutes)`` the first time it passes each checkpoint.
+
+    The loop reads its clock after every step, so a checkpoint is evaluated between
+    two steps; the seconds that ``evaluate`` takes are left out of the time this
+    clock reports, so the budget counts training only. Results are kept in
+    ``self.results`` in checkpoint order.
+    """
+
+    def __init__(self, base, minutes: list[float], evaluate) -> None:
+        self.base, self.pending, self.evaluate = base, sorted(minutes), evaluate
+        self.start, self.paused, self.results = None, 0.0, []
+
+    def __call__(self) -> float:
+        now = self.base()
+        if self.start is None:
+            self.start = now
+        elapsed = now - self.start - self.paused
+        if self.pending and elapsed >= 60 * self.pending[0]:
+            self.results.append(self.evaluate(self.pending.pop(0)))
+            self.paused += self.base() - now
+        return elapsed
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -66,12 +101,10 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit("transformer_translation needs sacrebleu for BLEU: pip install 'sacrebleu>=2.3' "
                          "(it comes with the course's dev extras: pip install -e '.[dev]')") from None
     from utils import runtime
-    from utils.data.parallel import load_parallel, read_parallel, tokenize
+    from utils.data.parallel import Subwords, load_parallel, read_parallel, tokenize
 
     runtime.setup(args.framework, seed=args.seed)
     if args.framework == "pytorch":
-        import torch
-
         from utils.transformer import torch_impl as X
     else:
         from utils.transformer import keras_impl as X
@@ -92,11 +125,20 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         train_pairs = read_parallel(args.train_src, args.train_tgt)
         test_pairs = read_parallel(args.test_src, args.test_tgt)
-    train = load_parallel(train_pairs, lower=True, max_vocab=args.max_vocab, max_len=args.max_len)
+    src_sub = tgt_sub = None
+    if args.subwords != "none":  # learned from the training split's words only
+        src_sub = Subwords.train([tokenize(s, lower=True) for s, _ in train_pairs], args.max_vocab, args.subwords)
+        tgt_sub = Subwords.train([tokenize(t, lower=True) for _, t in train_pairs], args.max_vocab, args.subwords)
+    train = load_parallel(train_pairs, lower=True, max_vocab=args.max_vocab, max_len=args.max_len,
+                          src_subwords=src_sub, tgt_subwords=tgt_sub)
     test_pairs = test_pairs[: args.max_test]
-    test = load_parallel(test_pairs, lower=True, src_vocab=train.src_vocab, tgt_vocab=train.tgt_vocab)
-    print(f"train pairs {len(train)} (of {len(train_pairs)}, max_len {args.max_len}), test pairs {len(test)}, "
-          f"vocab {len(train.src_vocab)} / {len(train.tgt_vocab)}")
+    test = load_parallel(test_pairs, lower=True, src_vocab=train.src_vocab, tgt_vocab=train.tgt_vocab,
+                         src_subwords=src_sub, tgt_subwords=tgt_sub)
+    unk = train.src_vocab.unk_id
+    print(f"train pairs {len(train)} (of {len(train_pairs)}, max_len {args.max_len} words), test pairs {len(test)}, "
+          f"vocab ({args.subwords if src_sub else 'words'}) {len(train.src_vocab)} / {len(train.tgt_vocab)}, "
+          f"<unk> in test sources {np.mean(test.src[test.src > 0] == unk):.2%}, "
+          f"tokens per training source {np.mean((train.src > 0).sum(1)):.1f}")
     config = TransformerConfig(
         len(train.src_vocab), len(train.tgt_vocab), d_model=args.d_model, num_heads=args.heads,
         d_ff=4 * args.d_model, num_encoder_layers=args.layers, num_decoder_layers=args.layers,
@@ -106,29 +148,42 @@ def main(argv: list[str] | None = None) -> dict:
     model = X.Transformer(config)
     if args.framework == "pytorch":
         model = model.to(runtime.device("pytorch"))
+    max_out = min(config.max_len - 1, test.tgt_out.shape[1] + 10)
+    # references: the raw test sentences, lower-cased and tokenised like the output, with every
+    # word kept (out-of-vocabulary words are NOT mapped to <unk>, which would inflate BLEU)
+    refs = [" ".join(tokenize(t, "word", lower=True)) for _, t in test.pairs]
+
+    def score() -> tuple[float, list[str], float, float]:
+        t1, c1 = time.perf_counter(), time.process_time()
+        if args.beam > 0:
+            ids = X.beam_search(model, test.src, max_out, beam_size=args.beam, alpha=0.6)
+        else:
+            ids = X.greedy_decode(model, test.src, max_out)
+        hyps = [train.decode_target(row) for row in ids]
+        return sacrebleu.corpus_bleu(hyps, [refs]).score, hyps, time.perf_counter() - t1, time.process_time() - c1
+
+    def checkpoint(minutes: float) -> dict:
+        bleu, _, secs, cpu_secs = score()
+        if args.framework == "pytorch":
+            model.train()  # the decoder switched dropout off; training goes on
+        print(f"  BLEU {bleu:.2f} after {minutes:g} {args.clock} minutes of training (decoding {secs:.0f} s)")
+        return {"minutes": minutes, "bleu": round(bleu, 2), "decode_seconds": round(secs, 1),
+                "decode_cpu_seconds": round(cpu_secs, 1)}
+
+    base = time.process_time if args.clock == "cpu" else time.perf_counter
+    clock = CheckpointClock(base, args.bleu_at, checkpoint)
     t0, c0 = time.perf_counter(), time.process_time()
     history = X.train_transformer(
         model, train.src, train.tgt_in, train.tgt_out, epochs=10_000, batch_size=args.batch_size,
         warmup_steps=args.warmup, lr_scale=args.lr_scale, smoothing=0.1, seed=args.seed,
-        max_seconds=args.minutes * 60, clock=time.process_time if args.clock == "cpu" else time.perf_counter,
-        progress=sys.stderr.isatty(),
+        max_seconds=args.minutes * 60, clock=clock, progress=sys.stderr.isatty(),
         on_epoch_end=lambda e: print(f"  epoch {e + 1}: {time.perf_counter() - t0:7.1f} s") or {},
     )
-    train_seconds, train_cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    train_seconds = time.perf_counter() - t0 - sum(r["decode_seconds"] for r in clock.results)
+    train_cpu_seconds = time.process_time() - c0 - sum(r["decode_cpu_seconds"] for r in clock.results)
     for e, (loss, s) in enumerate(zip(history["loss"], history["seconds"]), 1):
         print(f"epoch {e:3d}  loss {loss:.4f}  at {s:7.1f} s ({args.clock} clock)")
-    t1 = time.perf_counter()
-    max_out = min(config.max_len - 1, test.tgt_out.shape[1] + 10)
-    if args.beam > 0:
-        ids = X.beam_search(model, test.src, max_out, beam_size=args.beam, alpha=0.6)
-    else:
-        ids = X.greedy_decode(model, test.src, max_out)
-    decode_seconds = time.perf_counter() - t1
-    hyps = [train.decode_target(row) for row in ids]
-    # references: the raw test sentences, lower-cased and tokenised like the output, with every
-    # word kept (out-of-vocabulary words are NOT mapped to <unk>, which would inflate BLEU)
-    refs = [" ".join(tokenize(t, "word", lower=True)) for _, t in test.pairs]
-    bleu = sacrebleu.corpus_bleu(hyps, [refs]).score
+    bleu, hyps, decode_seconds, _ = score()
     seconds = time.perf_counter() - start
     print("\nexamples:")
     for (s, t), h in list(zip(test.pairs, hyps))[:8]:
@@ -143,6 +198,8 @@ def main(argv: list[str] | None = None) -> dict:
         "decode_seconds": round(decode_seconds, 1), "epochs": len(history["loss"]), "steps": len(history["lr"]),
         "final_loss": round(history["loss"][-1], 4), "minutes_budget": args.minutes, "decoding": f"beam {args.beam}" if args.beam else "greedy",
         "references": "raw test sentences, lower-cased, word-tokenised (no <unk> mapping)",
+        "subwords": args.subwords, "max_len_words": args.max_len,
+        "bleu_at": clock.results + [{"minutes": args.minutes, "bleu": round(bleu, 2), "decode_seconds": round(decode_seconds, 1)}],
         "config": config.to_dict(), "threads": os.environ.get("COURSE_THREADS"),
         "examples": [{"src": s, "ref": t, "out": h} for (s, t), h in list(zip(test.pairs, hyps))[:5]],
     }

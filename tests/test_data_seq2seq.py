@@ -165,3 +165,51 @@ def test_load_parallel_arrays_for_teacher_forcing(tmp_path) -> None:
 def test_pad_batch_cuts_and_pads() -> None:
     out = parallel.pad_batch([[5, 6, 7], [8]], max_len=2)
     assert out.dtype == np.int64 and out.tolist() == [[5, 6], [8, 0]]
+
+
+# ---------------------------------------------------------------- subword pieces
+SUBWORD_CORPUS = ["the unbelievable cat sat", "believable things are nice", "the cats sat on the mats",
+                  "unbelievably nice cats", "a nice hat on a cat"] * 10
+
+
+@pytest.mark.parametrize("kind", parallel.SUBWORD_KINDS)
+def test_subwords_split_an_unseen_word_into_known_pieces_and_join_back(kind) -> None:
+    words = [parallel.tokenize(s, lower=True) for s in SUBWORD_CORPUS]
+    sub = parallel.Subwords.train(words, 60, kind)
+    assert len(sub) <= 60 and sub.kind == kind
+    unseen = ["unbelievablecats", "hats"]  # made of seen letters, never seen as words
+    pieces = sub.split(unseen)
+    assert parallel.UNK not in pieces and len(pieces) > 2
+    assert sum(not p.startswith(parallel.CONTINUE) for p in pieces) == len(unseen), "one piece starts each word"
+    assert parallel.Subwords.join(pieces) == unseen
+    assert parallel.Subwords.join(sub.split(words[0])) == words[0]
+    assert parallel.UNK in sub.split(["zebra"]), "a letter never seen in training has no piece"
+    assert sub.split([]) == []
+
+
+def test_subwords_in_load_parallel_shrink_unknowns_and_decode_to_words() -> None:
+    pairs = [(s, s.upper()) for s in SUBWORD_CORPUS]
+    src_words = [parallel.tokenize(s, lower=True) for s, _ in pairs]
+    tgt_words = [parallel.tokenize(t, lower=True) for _, t in pairs]
+    src_sub = parallel.Subwords.train(src_words, 60)
+    tgt_sub = parallel.Subwords.train(tgt_words, 60)
+    train = parallel.load_parallel(pairs, lower=True, max_len=5, src_subwords=src_sub, tgt_subwords=tgt_sub)
+    by_words = parallel.load_parallel(pairs, lower=True, max_len=5)
+    assert len(train) == len(by_words), "max_len counts words, so pieces keep the same pairs"
+    assert train.src.shape[1] > by_words.src.shape[1], "pieces make longer sequences than words"
+    assert set(train.tgt_vocab.itos[4:]) <= set(tgt_sub.tokenizer.get_vocab())
+    test = parallel.load_parallel([("the believably nice cat", "THE BELIEVABLY NICE CAT")], lower=True,
+                                  src_vocab=train.src_vocab, tgt_vocab=train.tgt_vocab,
+                                  src_subwords=src_sub, tgt_subwords=tgt_sub)
+    assert parallel.UNK_ID not in test.src[0], "an unseen word made of seen pieces is not <unk>"
+    assert train.decode_target(test.tgt_out[0]) == "the believably nice cat"
+    np.testing.assert_array_equal(train.encode_source(["the believably nice cat"], test.src.shape[1]), test.src)
+    words_only = parallel.load_parallel([("the believably nice cat", "x")], lower=True, src_vocab=by_words.src_vocab,
+                                        tgt_vocab=by_words.tgt_vocab)
+    assert parallel.UNK_ID in words_only.src[0], "the same unseen word is <unk> without pieces"
+    with pytest.raises(ValueError, match="src_subwords"):
+        parallel.load_parallel(pairs, src_level="char", src_subwords=src_sub)
+    with pytest.raises(ValueError, match="kind"):
+        parallel.Subwords.train(src_words, 60, "unigram")
+    with pytest.raises(ValueError, match="vocab_size"):
+        parallel.Subwords.train(src_words, 3)

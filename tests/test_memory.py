@@ -289,3 +289,31 @@ def test_training_twins_take_the_same_steps() -> None:
         assert np.abs(t_w - w0).max() > 1e-3, f"{name}: training did not move the weights"
         diff = np.abs(t_w - k_w).max()
         assert diff < 1e-5, f"{name}: torch and keras differ by {diff:.2e} after the same steps"
+
+
+def test_memn2n_seed_gives_both_twins_the_same_start_and_the_same_losses_step_by_step() -> None:
+    """A seed draws the start weights from NumPy: the twins then train the same run, time noise included."""
+    t_model, k_model = pt.MemN2N(13, 8, 6, hops=2, seed=7), keras_impl.MemN2N(13, 8, 6, hops=2, seed=7)
+    np.testing.assert_array_equal(t_model.embeddings.detach().numpy(), ops.convert_to_numpy(k_model.embeddings))
+    np.testing.assert_array_equal(t_model.temporal.detach().numpy(), ops.convert_to_numpy(k_model.temporal))
+    other = pt.MemN2N(13, 8, 6, hops=2, seed=8)
+    assert not np.allclose(other.embeddings.detach().numpy(), t_model.embeddings.detach().numpy())
+    assert 0.08 < float(t_model.embeddings.detach().std()) < 0.12, "drawn from N(0, 0.1^2)"
+    assert pt.MemN2N(13, 8, 6, hops=2, temporal_encoding=False, seed=7).temporal is None
+    with pytest.raises(ValueError, match="seed"):
+        pt.MemN2N(13, 8, 6, seed=-1)
+    stories = np.random.default_rng(3).integers(1, 13, size=(64, 6, 5))
+    stories[:, 4:] = 0
+    data = {"stories": stories, "queries": np.random.default_rng(4).integers(1, 13, size=(64, 5)),
+            "answers": np.random.default_rng(5).integers(1, 13, size=(64,))}
+    cfg = TrainConfig(epochs=2, linear_epochs=1, lr=0.01, linear_lr=0.01, time_noise=0.1, seed=0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t_hist = pt.train_memn2n(t_model, data, data, cfg)
+    finally:
+        torch.set_num_threads(threads)
+    k_hist = keras_impl.train_memn2n(k_model, data, data, cfg)
+    assert len(t_hist["batch_loss"]) == len(k_hist["batch_loss"]) == 3 * 2
+    np.testing.assert_allclose(t_hist["batch_loss"], k_hist["batch_loss"], rtol=1e-4)
+    assert len(set(np.round(t_hist["batch_loss"], 4))) > 1, "the losses move from step to step"

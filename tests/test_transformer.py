@@ -427,3 +427,50 @@ def test_the_step_benchmark_runs_both_frameworks(tmp_path):
     assert out["pytorch_over_tensorflow"] == pytest.approx(out["results"][0]["median_ms"] / out["results"][1]["median_ms"], rel=1e-2)
     with pytest.raises(SystemExit):
         transformer_step.main(["--steps", "2", "--skip", "2"])
+
+
+def test_checkpoint_clock_leaves_the_evaluations_out_of_the_budget():
+    """The translation benchmark's clock: each checkpoint is evaluated once, and its time is not training time."""
+    from benchmarks.transformer_translation import CheckpointClock
+
+    now, calls = [100.0], []
+
+    def evaluate(minutes):
+        calls.append((minutes, now[0]))
+        now[0] += 500.0  # an evaluation that takes 500 s
+        return {"minutes": minutes}
+
+    clock = CheckpointClock(lambda: now[0], [1.0, 0.5], evaluate)
+    readings = []
+    for t in (100.0, 120.0, 131.0, 700.0, 1300.0):  # the base clock when the loop reads it
+        now[0] = t
+        readings.append(clock())
+    assert calls == [(0.5, 131.0), (1.0, 700.0)], "each checkpoint once, in order, when first passed"
+    assert clock.results == [{"minutes": 0.5}, {"minutes": 1.0}]
+    # 700 s on the base clock is 100 s of training (500 s were evaluation); 1300 s is 200 s
+    assert readings == [0.0, 20.0, 31.0, 100.0, 200.0]
+
+
+def test_translation_benchmark_runs_with_subwords_and_a_checkpoint(tmp_path):
+    """`python -m benchmarks.transformer_translation`, tiny: BPE pieces, BLEU at a checkpoint and at the end."""
+    from benchmarks import transformer_translation as tt
+
+    rng = np.random.default_rng(0)
+    nouns = [("cat", "gato"), ("dog", "perro"), ("bird", "pajaro"), ("horse", "caballo"), ("fish", "pez")]
+    lines = []
+    for _ in range(120):
+        (a, x), (b, y) = nouns[rng.integers(5)], nouns[rng.integers(5)]
+        lines.append(f"the {a} sees the {b}.\tel {x} ve el {y}.")
+    (tmp_path / "pairs.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tt.main(["--framework", "pytorch", "--train-tsv", str(tmp_path / "pairs.tsv"), "--holdout", "20",
+                   "--minutes", "0.1", "--bleu-at", "0.02", "--subwords", "bpe", "--max-vocab", "40",
+                   "--d-model", "16", "--layers", "1", "--heads", "2", "--batch-size", "16", "--warmup", "20",
+                   "--json", str(tmp_path / "tt.json")])
+    saved = json.loads((tmp_path / "tt.json").read_text())
+    assert saved["bleu"] == out["bleu"] and saved["subwords"] == "bpe" and out["test_pairs"] == 20
+    assert [c["minutes"] for c in out["bleu_at"]] == [0.02, 0.1] and out["bleu_at"][-1]["bleu"] == out["bleu"]
+    assert all(0 <= c["bleu"] <= 100 for c in out["bleu_at"])
+    assert out["config"]["src_vocab_size"] <= 40 and out["steps"] > 0
+    with pytest.raises(SystemExit):
+        tt.main(["--framework", "pytorch", "--train-tsv", str(tmp_path / "pairs.tsv"), "--holdout", "20",
+                 "--minutes", "1", "--bleu-at", "2"])

@@ -8,6 +8,11 @@ a real corpus a learner brings, in either layout:
 * one tab-separated file, e.g. a Tatoeba / Anki export
   (``read_parallel("fra.txt", columns=(0, 1))``).
 
+Tokens are words and punctuation marks, or characters; :class:`Subwords` splits
+the words further into pieces learned from the corpus (byte-pair encoding or
+WordPiece, trained by the ``tokenizers`` library), so that a rare word becomes a
+few known pieces instead of ``<unk>``.
+
 Nothing here imports a framework: arrays are NumPy ``int64`` with the padding
 id 0, ready for ``torch.as_tensor`` or ``keras.ops.convert_to_tensor``.
 """
@@ -35,6 +40,7 @@ __all__ = [
     "UNK_ID",
     "tokenize",
     "Vocab",
+    "Subwords",
     "read_parallel",
     "ParallelData",
     "load_parallel",
@@ -161,6 +167,75 @@ class Vocab:
         return cls(itos[len(SPECIALS):])
 
 
+SUBWORD_KINDS = ("bpe", "wordpiece")
+CONTINUE = "##"  # marks a piece that continues the previous piece's word
+
+
+class Subwords:
+    """Words split into subword pieces learned from a corpus (``tokenizers``' BPE or WordPiece).
+
+    The pieces of a word after its first carry the prefix ``##``
+    (``"unbelievable"`` -> ``["un", "##bel", "##iev", "##able"]``), so
+    :meth:`join` puts the words back. Train one per language on the training
+    split's words with :meth:`train`; pass it to :func:`load_parallel`. A
+    character never seen in training becomes ``<unk>`` (BPE: that character;
+    WordPiece: the whole word).
+    """
+
+    def __init__(self, tokenizer, kind: str) -> None:
+        self.tokenizer, self.kind = tokenizer, kind
+
+    @classmethod
+    def train(cls, sentences: Iterable[Sequence[str]], vocab_size: int, kind: str = "bpe") -> "Subwords":
+        """Learn at most ``vocab_size`` pieces (specials included) from word-tokenised sentences."""
+        if kind not in SUBWORD_KINDS:
+            raise ValueError(f"kind: expected one of {SUBWORD_KINDS}, got {kind!r}")
+        if not isinstance(vocab_size, int) or vocab_size <= len(SPECIALS):
+            raise ValueError(f"vocab_size: expected an int above {len(SPECIALS)} (the specials), got {vocab_size!r}")
+        from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+        options = dict(vocab_size=vocab_size, special_tokens=list(SPECIALS), continuing_subword_prefix=CONTINUE,
+                       show_progress=False)
+        if kind == "bpe":
+            tok = Tokenizer(models.BPE(unk_token=UNK, continuing_subword_prefix=CONTINUE))
+            trainer = trainers.BpeTrainer(**options)
+        else:
+            tok = Tokenizer(models.WordPiece(unk_token=UNK, continuing_subword_prefix=CONTINUE))
+            trainer = trainers.WordPieceTrainer(**options)
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        lines = [" ".join(words) for words in sentences]
+        if not any(lines):
+            raise ValueError("sentences: expected some words to learn pieces from, got none")
+        tok.train_from_iterator(lines, trainer)
+        return cls(tok, kind)
+
+    def __len__(self) -> int:
+        return self.tokenizer.get_vocab_size()
+
+    def __repr__(self) -> str:
+        return f"Subwords(kind={self.kind!r}, size={len(self)})"
+
+    def split(self, words: Sequence[str]) -> list[str]:
+        """Words -> pieces (``["unbelievable"]`` -> ``["un", "##bel", ...]``)."""
+        if not words:
+            return []
+        return self.tokenizer.encode(list(words), is_pretokenized=True, add_special_tokens=False).tokens
+
+    @staticmethod
+    def join(pieces: Sequence[str]) -> list[str]:
+        """Pieces -> words: a ``##`` piece is glued to the word before it (a stray one starts a word)."""
+        words: list[str] = []
+        for piece in pieces:
+            if piece.startswith(CONTINUE) and len(piece) > len(CONTINUE):
+                if words:
+                    words[-1] += piece[len(CONTINUE):]
+                else:
+                    words.append(piece[len(CONTINUE):])
+            else:
+                words.append(piece)
+        return words
+
+
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise ValueError(f"{path}: expected a text file, but there is no such file")
@@ -262,6 +337,8 @@ class ParallelData:
     src_level: str = "word"
     tgt_level: str = "word"
     lower: bool = False
+    src_subwords: Subwords | None = None
+    tgt_subwords: Subwords | None = None
 
     def __len__(self) -> int:
         return len(self.pairs)
@@ -269,11 +346,15 @@ class ParallelData:
     def encode_source(self, texts: Sequence[str], max_len: int | None = None) -> np.ndarray:
         """Encode new source sentences with this data's tokeniser and vocabulary. Shapes: -> (B, Ts)."""
         toks = [tokenize(t, self.src_level, self.lower) for t in texts]
+        if self.src_subwords is not None:
+            toks = [self.src_subwords.split(t) for t in toks]
         return pad_batch([self.src_vocab.encode(t) for t in toks], max_len or self.src.shape[1])
 
     def decode_target(self, ids: Iterable[int]) -> str:
-        """Target ids back to text (characters joined, words joined by spaces)."""
+        """Target ids back to text (characters joined, words joined by spaces, subword pieces into words)."""
         toks = self.tgt_vocab.decode(ids)
+        if self.tgt_subwords is not None:
+            toks = Subwords.join(toks)
         return "".join(toks) if self.tgt_level == "char" else " ".join(toks)
 
 
@@ -287,11 +368,16 @@ def load_parallel(
     min_freq: int = 1,
     max_vocab: int | None = None,
     max_len: int | None = None,
+    src_subwords: Subwords | None = None,
+    tgt_subwords: Subwords | None = None,
 ) -> ParallelData:
     """Tokenise pairs, build (or reuse) the vocabularies and pad into id arrays.
 
     Pass the training split's vocabularies when encoding a validation split.
-    ``max_len`` drops pairs whose source or target (with <eos>) is longer.
+    ``max_len`` drops pairs whose source or target (with <eos>) is longer, counted
+    in words (or characters), so that subword pieces keep the same pairs.
+    ``src_subwords`` / ``tgt_subwords`` (word level only): split each word into
+    its :class:`Subwords` pieces, which the vocabulary and ids then hold.
 
     Shapes: N pairs -> src (N, Ts), tgt_in (N, Tt), tgt_out (N, Tt).
     """
@@ -309,9 +395,17 @@ def load_parallel(
         pairs = [pairs[i] for i in keep]
         src_toks = [src_toks[i] for i in keep]
         tgt_toks = [tgt_toks[i] for i in keep]
+    for name, level, sub in (("src_subwords", src_level, src_subwords), ("tgt_subwords", tgt_level, tgt_subwords)):
+        if sub is not None and (level != "word" or not isinstance(sub, Subwords)):
+            raise ValueError(f"{name}: expected a Subwords for word-level tokens, got {sub!r} with level {level!r}")
+    if src_subwords is not None:
+        src_toks = [src_subwords.split(t) for t in src_toks]
+    if tgt_subwords is not None:
+        tgt_toks = [tgt_subwords.split(t) for t in tgt_toks]
     src_vocab = src_vocab or Vocab.build(src_toks, min_freq, max_vocab)
     tgt_vocab = tgt_vocab or Vocab.build(tgt_toks, min_freq, max_vocab)
     src = pad_batch([src_vocab.encode(t) for t in src_toks])  # (N, Ts)
     tgt_in = pad_batch([tgt_vocab.encode(t, add_bos=True) for t in tgt_toks])  # (N, Tt)
     tgt_out = pad_batch([tgt_vocab.encode(t, add_eos=True) for t in tgt_toks])  # (N, Tt)
-    return ParallelData(list(pairs), src_vocab, tgt_vocab, src, tgt_in, tgt_out, src_level, tgt_level, lower)
+    return ParallelData(list(pairs), src_vocab, tgt_vocab, src, tgt_in, tgt_out, src_level, tgt_level, lower,
+                        src_subwords, tgt_subwords)

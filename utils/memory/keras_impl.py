@@ -24,7 +24,7 @@ import numpy as np  # noqa: E402
 
 from . import _checks  # noqa: E402
 from .numpy_ref import PE_SCALE  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
-from .training import TrainConfig, noisy_batch, schedule, trim  # noqa: E402
+from .training import TrainConfig, initial_weights, noisy_batch, schedule, trim  # noqa: E402
 from ..training import train_loop  # noqa: E402
 
 __all__ = [
@@ -330,7 +330,9 @@ class MemN2N(keras.layers.Layer):
     """End-To-End Memory Network with adjacent weight tying, PE and TE.
 
     Weights: ``embeddings`` (K+1, V, D) and, with temporal encoding,
-    ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper.
+    ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper: by
+    the framework's generator, or with ``seed`` by NumPy's (``initial_weights``),
+    which gives the same start in both twins.
     The memory always has ``memory_size`` slots: shorter stories are padded with
     empty slots, which take part in the attention as zero vectors (see
     :func:`memn2n_forward`), unless ``mask_empty``.
@@ -348,6 +350,7 @@ class MemN2N(keras.layers.Layer):
         temporal_encoding: bool = True,
         init_std: float = 0.1,
         mask_empty: bool = False,
+        seed: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -357,7 +360,7 @@ class MemN2N(keras.layers.Layer):
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
         self.config = dict(vocab_size=vocab_size, embed_dim=embed_dim, memory_size=memory_size, hops=hops,
                            position_encoding=position_encoding, temporal_encoding=temporal_encoding,
-                           init_std=init_std, mask_empty=mask_empty)
+                           init_std=init_std, mask_empty=mask_empty, seed=seed)
         self.hops, self.memory_size, self.use_pe = hops, memory_size, position_encoding
         self.mask_empty = mask_empty
         init = keras.initializers.RandomNormal(stddev=init_std)
@@ -366,6 +369,11 @@ class MemN2N(keras.layers.Layer):
             self.add_weight(shape=(hops + 1, memory_size, embed_dim), initializer=init, name="temporal")
             if temporal_encoding else None
         )
+        if seed is not None:
+            start = initial_weights(vocab_size, embed_dim, memory_size, hops, temporal_encoding, init_std, seed)
+            self.embeddings.assign(start["embeddings"])
+            if temporal_encoding:
+                self.temporal.assign(start["temporal"])
         self.built = True  # every weight exists after construction
 
     def call(self, stories: Tensor, queries: Tensor, linear: bool = False) -> tuple[Tensor, Tensor]:

@@ -8,8 +8,6 @@ nothing.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 from torch import nn
@@ -18,7 +16,7 @@ from utils.attention.torch_impl import masked_softmax
 
 from . import _checks
 from .numpy_ref import PE_SCALE  # the authors' code weighs words by twice the paper's l_kj
-from .training import TrainConfig, noisy_batch, schedule, trim
+from .training import TrainConfig, initial_weights, noisy_batch, schedule, trim
 from ..training import train_loop
 
 __all__ = [
@@ -332,7 +330,9 @@ class MemN2N(nn.Module):
     """End-To-End Memory Network with adjacent weight tying, PE and TE.
 
     Weights: ``embeddings`` (K+1, V, D) and, with temporal encoding,
-    ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper.
+    ``temporal`` (K+1, M, D), both drawn from N(0, init_std^2) as in the paper: by
+    the framework's generator, or with ``seed`` by NumPy's (``initial_weights``),
+    which gives the same start in both twins.
     The memory always has ``memory_size`` slots: shorter stories are padded with
     empty slots, which take part in the attention as zero vectors (see
     :func:`memn2n_forward`), unless ``mask_empty``.
@@ -350,6 +350,7 @@ class MemN2N(nn.Module):
         temporal_encoding: bool = True,
         init_std: float = 0.1,
         mask_empty: bool = False,
+        seed: int | None = None,
     ) -> None:
         super().__init__()
         for name, value in (("vocab_size", vocab_size), ("embed_dim", embed_dim),
@@ -358,10 +359,15 @@ class MemN2N(nn.Module):
                 raise ValueError(f"{name}: expected a positive int, got {value!r}")
         self.hops, self.memory_size, self.use_pe = hops, memory_size, position_encoding
         self.mask_empty = mask_empty
-        self.embeddings = nn.Parameter(torch.randn(hops + 1, vocab_size, embed_dim) * init_std)
-        self.temporal = (
-            nn.Parameter(torch.randn(hops + 1, memory_size, embed_dim) * init_std) if temporal_encoding else None
-        )
+        if seed is None:
+            self.embeddings = nn.Parameter(torch.randn(hops + 1, vocab_size, embed_dim) * init_std)
+            self.temporal = (
+                nn.Parameter(torch.randn(hops + 1, memory_size, embed_dim) * init_std) if temporal_encoding else None
+            )
+        else:
+            start = initial_weights(vocab_size, embed_dim, memory_size, hops, temporal_encoding, init_std, seed)
+            self.embeddings = nn.Parameter(torch.as_tensor(start["embeddings"]))
+            self.temporal = nn.Parameter(torch.as_tensor(start["temporal"])) if temporal_encoding else None
 
     def forward(
         self, stories: torch.Tensor, queries: torch.Tensor, linear: bool = False

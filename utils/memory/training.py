@@ -1,4 +1,4 @@
-"""Framework-free pieces of MemN2N training: the settings, the schedule, a batch with time noise.
+"""Framework-free pieces of MemN2N training: the settings, the schedule, a batch with time noise, seeded start weights.
 
 The epochs themselves run in the course's loop, ``utils.training.train_loop``.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import numpy as np
 
-__all__ = ["TrainConfig", "noisy_batch", "trim", "schedule"]
+__all__ = ["TrainConfig", "noisy_batch", "trim", "schedule", "initial_weights"]
 
 
 @dataclass(frozen=True)
@@ -81,3 +81,21 @@ def trim(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     s = data["stories"]
     used = max(1, int((s != 0).any(-1).any(0).nonzero()[0].max(initial=0)) + 1)
     return {**data, "stories": s[:, :used]}  # (N, used, J)
+
+
+def initial_weights(vocab_size: int, embed_dim: int, memory_size: int, hops: int, temporal_encoding: bool,
+                    init_std: float, seed: int) -> dict[str, np.ndarray]:
+    """MemN2N's starting weights drawn from N(0, init_std^2) by NumPy's generator seeded with ``seed``.
+
+    Both twins' ``MemN2N(..., seed=s)`` start from these, so one seed gives the same
+    model in PyTorch and TensorFlow (their own generators would give two different
+    draws, and on bAbI the start decides whether a run leaves a 50% plateau).
+    Shapes: -> {"embeddings": (K+1, V, D), "temporal": (K+1, M, D) if temporal_encoding} float32.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
+    rng = np.random.default_rng(seed)
+    out = {"embeddings": rng.normal(0.0, init_std, (hops + 1, vocab_size, embed_dim)).astype(np.float32)}
+    if temporal_encoding:
+        out["temporal"] = rng.normal(0.0, init_std, (hops + 1, memory_size, embed_dim)).astype(np.float32)
+    return out
