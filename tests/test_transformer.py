@@ -290,6 +290,36 @@ def test_training_steps_agree_across_twins():
 
 
 @pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_a_batch_trimmed_of_padding_gives_the_same_loss(impl):
+    """Training batches drop trailing all-padding columns (trim_batch): same logits and loss, less work."""
+    rng = np.random.default_rng(3)
+    src = np.zeros((6, 12), dtype=np.int64)
+    tgt = np.zeros((6, 14), dtype=np.int64)
+    for i, (ls, lt) in enumerate([(3, 2), (5, 4), (2, 6), (4, 3), (1, 1), (9, 11)]):
+        src[i, :ls] = rng.integers(4, 10, ls)
+        tgt[i, :lt] = rng.integers(4, 10, lt)
+    ti = np.concatenate([np.ones((6, 1), dtype=np.int64), tgt[:, :-1]], axis=1)
+    to = tgt.copy()
+    to[np.arange(6), (tgt != 0).sum(1)] = 2  # <eos>
+    idx = np.array([2, 0, 1, 3])  # the longest pair (row 5) is not in the batch
+    s, i_, o = common.trim_batch(src, ti, to, idx)
+    assert s.shape == (4, 5) and i_.shape == o.shape == (4, 7), (s.shape, i_.shape)
+    np.testing.assert_array_equal(s, src[idx][:, :5])
+    assert common.trim_batch(src, ti, to, np.array([4]))[0].shape == (1, 1)
+    config = _config(dropout=0.0)
+    tm, km = _pair(config)
+    if impl is T:
+        with torch.no_grad():
+            full = T.label_smoothing_loss(tm(torch.as_tensor(src[idx]), torch.as_tensor(ti[idx]))[0], torch.as_tensor(to[idx]), 0.1)
+            cut = T.label_smoothing_loss(tm(torch.as_tensor(s), torch.as_tensor(i_))[0], torch.as_tensor(o), 0.1)
+        full, cut = float(full), float(cut)
+    else:
+        full = float(K.label_smoothing_loss(km(src[idx], ti[idx], training=False)[0], to[idx], 0.1))
+        cut = float(K.label_smoothing_loss(km(s, i_, training=False)[0], o, 0.1))
+    assert abs(full - cut) < 1e-5, f"padding columns changed the loss: {full} vs {cut}"
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
 def test_a_tiny_model_overfits_a_few_examples(impl):
     import keras
 

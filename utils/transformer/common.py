@@ -20,7 +20,7 @@ import numpy as np
 from utils.checks import check_attention_sizes, check_positive_int
 from utils.data.parallel import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop"]
+__all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop", "trim_batch"]
 
 # The constructor arguments of an encoder or decoder block, read from a config by name
 # (``EncoderBlock.from_config``): the one place a config is unpacked into a block.
@@ -89,6 +89,26 @@ def check_activation(activation: str) -> str:
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation: expected one of {ACTIVATIONS}, got {activation!r}")
     return activation
+
+
+def trim_batch(src: np.ndarray, tgt_in: np.ndarray, tgt_out: np.ndarray, idx: np.ndarray
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``idx`` of the three arrays, with the trailing columns that are padding in every row cut.
+
+    Padding is masked everywhere (attention keys, the loss), so the cut changes no
+    result, only the work: a batch of short sentences no longer pays for the
+    longest sentence of the corpus (with subword pieces, twice the average length).
+    Both twins batch this way, so they see the same arrays.
+    Shapes: (N, Ts), (N, Tt), (N, Tt), idx (B,) -> (B, Ts'), (B, Tt'), (B, Tt'), Ts' <= Ts, Tt' <= Tt.
+    """
+    s, ti, to = (np.asarray(a)[idx] for a in (src, tgt_in, tgt_out))
+
+    def used(a: np.ndarray) -> int:  # columns up to the last one with a real token (at least one)
+        cols = (a != PAD_ID).any(axis=0).nonzero()[0]
+        return int(cols[-1]) + 1 if len(cols) else 1
+
+    width = max(used(ti), used(to))
+    return s[:, : used(s)], ti[:, :width], to[:, :width]
 
 
 def warmup_schedule(step: int | np.ndarray, d_model: int, warmup_steps: int = 4000, scale: float = 1.0) -> np.ndarray | float:

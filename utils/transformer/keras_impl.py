@@ -27,7 +27,7 @@ from utils.training import train_loop  # noqa: E402
 from utils.attention.keras_impl import MultiHeadAttention, causal_mask, project  # noqa: E402
 from utils.positional.keras_impl import sinusoidal_encoding  # noqa: E402
 
-from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule  # noqa: E402
+from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, trim_batch, warmup_schedule  # noqa: E402
 
 __all__ = [
     "warmup_schedule",
@@ -456,7 +456,7 @@ def train_transformer(
 
     def step(idx: np.ndarray, lr: float) -> float:
         optimizer.learning_rate.assign(lr)
-        return float(train_step(tf.constant(src[idx]), tf.constant(tgt_in[idx]), tf.constant(tgt_out[idx])))
+        return float(train_step(*(tf.constant(a) for a in trim_batch(src, tgt_in, tgt_out, idx))))
 
     return train_loop(step, len(src), epochs, batch_size, seed, lambda i: warmup_schedule(i + 1, d_model, warmup_steps, lr_scale),
                       max_seconds=max_seconds, clock=clock, progress=progress, desc="Transformer", on_epoch_end=on_epoch_end)

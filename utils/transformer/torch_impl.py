@@ -22,7 +22,7 @@ from utils.training import train_loop
 from utils.attention.torch_impl import MultiHeadAttention, causal_mask, project
 from utils.positional.torch_impl import SinusoidalEncoding
 
-from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, warmup_schedule
+from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, trim_batch, warmup_schedule
 
 __all__ = [
     "warmup_schedule",
@@ -434,8 +434,9 @@ def train_transformer(
     def step(idx: np.ndarray, lr: float) -> float:
         for group in optimizer.param_groups:
             group["lr"] = lr
-        logits, _ = model(torch.as_tensor(src[idx], device=device), torch.as_tensor(tgt_in[idx], device=device))
-        loss = label_smoothing_loss(logits, torch.as_tensor(tgt_out[idx], device=device), smoothing)
+        s, ti, to = (torch.as_tensor(a, device=device) for a in trim_batch(src, tgt_in, tgt_out, idx))
+        logits, _ = model(s, ti)
+        loss = label_smoothing_loss(logits, to, smoothing)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)
