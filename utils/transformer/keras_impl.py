@@ -260,6 +260,9 @@ def target_mask(tgt: Tensor, pad_id: int = PAD_ID) -> Tensor:
     """
     _, t = _check_ids("tgt", tgt, "(B, Tt)")
     keep = ops.not_equal(tgt, pad_id)[:, None, None, :]  # (B, 1, 1, Tt)
+    if t is None:  # traced with an open length (a compiled step on trimmed batches): the same mask, built in the graph
+        i = ops.arange(ops.shape(tgt)[1])
+        return ops.logical_and((i[:, None] >= i[None, :])[None, None], keep)  # (B, 1, Tt, Tt)
     return ops.logical_and(causal_mask(t)[None, None], keep)  # (B, 1, Tt, Tt)
 
 
@@ -284,9 +287,10 @@ class Encoder(keras.layers.Layer):
 
     def call(self, src: Tensor, src_mask: Tensor | None = None, training: bool | None = None):
         _, t = _check_ids("src", src, "(B, Ts)")
-        if t > self.config.max_len:
+        if t is not None and t > self.config.max_len:
             raise ValueError(f"src: expected (B, Ts) with Ts <= max_len={self.config.max_len}, got {tuple(src.shape)}")
-        x = self._drop(self.embedding(src) + self._pe[:t], training=training)  # (B, Ts, D)
+        pe = self._pe[: ops.shape(src)[1]]  # (Ts, D); the length may be open while tracing
+        x = self._drop(self.embedding(src) + pe, training=training)  # (B, Ts, D)
         weights = []
         for block in self.blocks:
             x, w = block(x, src_mask, training=training)
@@ -331,9 +335,10 @@ class Decoder(keras.layers.Layer):
         training: bool | None = None,
     ):
         _, t = _check_ids("tgt", tgt, "(B, Tt)")
-        if t > self.config.max_len:
+        if t is not None and t > self.config.max_len:
             raise ValueError(f"tgt: expected (B, Tt) with Tt <= max_len={self.config.max_len}, got {tuple(tgt.shape)}")
-        x = self._drop(self.embedding(tgt) + self._pe[:t], training=training)  # (B, Tt, D)
+        pe = self._pe[: ops.shape(tgt)[1]]  # (Tt, D); the length may be open while tracing
+        x = self._drop(self.embedding(tgt) + pe, training=training)  # (B, Tt, D)
         self_ws, cross_ws = [], []
         for block in self.blocks:
             x, sw, cw = block(x, memory, tgt_mask, memory_mask, training=training)
@@ -445,7 +450,9 @@ def train_transformer(
     variables = model.trainable_variables
     optimizer.build(variables)
 
-    @tf.function(reduce_retracing=True)
+    ids = tf.TensorSpec([None, None], tf.int64)
+
+    @tf.function(input_signature=[ids, ids, ids])  # traced once: batches are trimmed to their own lengths
     def train_step(s, ti, to):
         with tf.GradientTape() as tape:
             logits, _ = model(s, ti, training=True)
@@ -456,7 +463,7 @@ def train_transformer(
 
     def step(idx: np.ndarray, lr: float) -> float:
         optimizer.learning_rate.assign(lr)
-        return float(train_step(*(tf.constant(a) for a in trim_batch(src, tgt_in, tgt_out, idx))))
+        return float(train_step(*(tf.constant(a, tf.int64) for a in trim_batch(src, tgt_in, tgt_out, idx))))
 
     return train_loop(step, len(src), epochs, batch_size, seed, lambda i: warmup_schedule(i + 1, d_model, warmup_steps, lr_scale),
                       max_seconds=max_seconds, clock=clock, progress=progress, desc="Transformer", on_epoch_end=on_epoch_end)
