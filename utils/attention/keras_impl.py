@@ -190,11 +190,14 @@ def causal_mask(num_queries: int, num_keys: int | None = None) -> Tensor:
 
     With more keys than queries (a decoder fed a prefix) the queries are the
     last ``num_queries`` positions: query i sees keys 0..i + num_keys - num_queries.
+    A length may also be a scalar tensor (``ops.shape(x)[1]`` of a step traced with
+    an open length); Python lengths are checked.
     Shapes: -> (Tq, Tk), True = may attend.
     """
     num_keys = num_queries if num_keys is None else num_keys
-    checks.check_positive_int("num_queries", num_queries)
-    checks.check_positive_int("num_keys", num_keys)
+    for name, n in (("num_queries", num_queries), ("num_keys", num_keys)):
+        if not ops.is_tensor(n):  # a traced length is checked by the graph's shapes instead
+            checks.check_positive_int(name, n)
     rows = ops.arange(num_queries)[:, None]  # (Tq, 1)
     cols = ops.arange(num_keys)[None, :]  # (1, Tk)
     return cols <= rows + (num_keys - num_queries)  # (Tq, Tk)

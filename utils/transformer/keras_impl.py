@@ -258,12 +258,10 @@ def target_mask(tgt: Tensor, pad_id: int = PAD_ID) -> Tensor:
 
     Shapes: tgt (B, Tt) -> (B, 1, Tt, Tt).
     """
-    _, t = _check_ids("tgt", tgt, "(B, Tt)")
+    _check_ids("tgt", tgt, "(B, Tt)")
     keep = ops.not_equal(tgt, pad_id)[:, None, None, :]  # (B, 1, 1, Tt)
-    if t is None:  # traced with an open length (a compiled step on trimmed batches): the same mask, built in the graph
-        i = ops.arange(ops.shape(tgt)[1])
-        return ops.logical_and((i[:, None] >= i[None, :])[None, None], keep)  # (B, 1, Tt, Tt)
-    return ops.logical_and(causal_mask(t)[None, None], keep)  # (B, 1, Tt, Tt)
+    # the length is a tensor when a compiled step is traced with an open length (trimmed batches)
+    return ops.logical_and(causal_mask(ops.shape(tgt)[1])[None, None], keep)  # (B, 1, Tt, Tt)
 
 
 class Encoder(keras.layers.Layer):
