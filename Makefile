@@ -8,7 +8,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
 RUN := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python
-PYTEST_ARGS ?= -n 2 --dist loadgroup
+PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=30
 ASSIGNMENT ?=
 PROFILE ?= cpu
 LESSONS ?=
