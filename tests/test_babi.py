@@ -214,6 +214,33 @@ def test_time_noise_keeps_sentence_order_and_only_inserts_empty_slots() -> None:
         babi.add_time_noise(stories[0], rng)
 
 
+def _time_noise_one_story_at_a_time(stories: np.ndarray, rng: np.random.Generator, fraction: float) -> np.ndarray:
+    """RN as the definition reads: per story, Binomial(k, fraction) empty memories at random places."""
+    out = np.zeros_like(stories)
+    for n, story in enumerate(stories):
+        k = int((story != 0).any(-1).sum())
+        extra = int(rng.binomial(k, fraction))
+        empty = rng.choice(k + extra, size=extra, replace=False)
+        slots = np.setdiff1d(np.arange(k + extra), empty)  # where the sentences go, in order
+        keep = slots < len(story)
+        out[n, slots[keep]] = story[:k][keep]
+    return out
+
+
+def test_time_noise_has_the_distribution_of_the_one_story_at_a_time_definition() -> None:
+    """How often each slot is empty and how many sentences fall out match the plain per-story loop."""
+    k, n, M = 8, 6000, 10  # 8 sentences in 10 slots: some fall out past the last slot
+    stories = np.zeros((n, M, 2), dtype=np.int64)
+    stories[:, :k, 0] = np.arange(1, k + 1)
+    fast = babi.add_time_noise(stories, np.random.default_rng(1), 0.2)[:, :, 0]
+    slow = _time_noise_one_story_at_a_time(stories, np.random.default_rng(2), 0.2)[:, :, 0]
+    for name, f in (("empty per slot", lambda w: (w == 0).mean(0)), ("sentence 1 per slot", lambda w: (w == 1).mean(0)),
+                    ("sentences kept", lambda w: np.array([(w != 0).sum(1).mean() / k]))):
+        got, want = f(fast), f(slow)
+        assert np.abs(got - want).max() < 0.03, f"{name}: {np.round(got, 3)} against {np.round(want, 3)}"
+    assert (slow == 0).mean() > 0.2 and (fast[:, 0] == 0).mean() > 0.05  # the noise is there at all
+
+
 # ----------------------------------------------------------------------------- download
 
 

@@ -134,6 +134,35 @@ def test_bad_shapes_raise_value_errors_naming_the_argument(impl: str, rng: np.ra
         mod.embed_sentences(conv(stories), conv(E[0]), conv(np.ones((2, 8), dtype=np.float32)))
 
 
+@pytest.mark.parametrize("J, D", [(1, 1), (4, 5), (11, 20)])
+def test_pe_factors_rebuild_the_scaled_position_encoding(J: int, D: int) -> None:
+    a, b, c = ref.pe_factors(J, D)
+    assert a.shape == b.shape == (J,) and c.shape == (D,)
+    assert np.allclose(a[:, None] + c[None, :] * b[:, None], ref.PE_SCALE * ref.position_encoding(J, D), atol=1e-6)
+
+
+@pytest.mark.parametrize("pe", [True, False])
+def test_twins_embed_sentences_as_word_bags_like_the_weighted_sum(pe: bool, rng: np.random.Generator) -> None:
+    """The twins' fast path (word bags times the tables) gives embed_sentences' vectors and gradients."""
+    V, D, J = 9, 6, 5
+    tables = rng.normal(size=(3, V, D)).astype(np.float32)  # (T, V, D)
+    words = np.array([[[4, 4, 2, 0, 0], [7, 1, 4, 7, 3]], [[0, 0, 0, 0, 0], [8, 8, 8, 8, 8]]])  # repeats, padding, empty
+    enc = ref.PE_SCALE * ref.position_encoding(J, D) if pe else None
+    want = np.stack([ref.embed_sentences(words, t, enc) for t in tables])  # (T, 2, 2, D)
+    got_k = ops.convert_to_numpy(keras_impl._embed_with_tables(ops.convert_to_tensor(words), ops.convert_to_tensor(tables), pe))
+    t_tables = torch.tensor(tables, requires_grad=True)
+    got_t = pt._embed_with_tables(torch.as_tensor(words), t_tables, pe)
+    for name, got in (("torch", got_t.detach().numpy()), ("keras", got_k)):
+        assert got.shape == want.shape and np.allclose(got, want, atol=1e-5), f"{name}: max diff {np.abs(got - want).max():.2e}"
+    weights = torch.as_tensor(rng.normal(size=want.shape).astype(np.float32))
+    (got_t * weights).sum().backward()
+    slow = torch.tensor(tables, requires_grad=True)
+    t_enc = None if enc is None else torch.as_tensor(enc)
+    (torch.stack([pt.embed_sentences(torch.as_tensor(words), slow[i], t_enc) for i in range(3)]) * weights).sum().backward()
+    assert np.allclose(t_tables.grad.numpy(), slow.grad.numpy(), atol=1e-5), "gradients of the word-bag path differ"
+    assert np.all(t_tables.grad.numpy()[:, [5, 6]] == 0), "words in no sentence get no gradient"
+
+
 # ----------------------------------------------------------------------------- twins agree
 
 
@@ -317,3 +346,30 @@ def test_memn2n_seed_gives_both_twins_the_same_start_and_the_same_losses_step_by
     assert len(t_hist["batch_loss"]) == len(k_hist["batch_loss"]) == 3 * 2
     np.testing.assert_allclose(t_hist["batch_loss"], k_hist["batch_loss"], rtol=1e-4)
     assert len(set(np.round(t_hist["batch_loss"], 4))) > 1, "the losses move from step to step"
+
+
+def test_memn2n_benchmark_runs_keeps_the_lowest_validation_error_and_resumes(tmp_path, monkeypatch) -> None:
+    """benchmarks/memn2n.py end to end on simulated task 1 (a smoke test, not a quality bar)."""
+    from benchmarks import memn2n as bench
+
+    folder = babi_sim.write_simulated(tmp_path / "babi", tasks=(1,), n_train=200, n_test=100, seed=0)
+    out = tmp_path / "memn2n_pytorch.json"
+    common = ["--framework", "pytorch", "--babi-dir", str(folder), "--tasks", "1", "--json", str(out),
+              "--linear-epochs", "1", "--embed-dim", "8", "--memory-size", "10"]
+    first = bench.main(common + ["--runs", "2", "--epochs", "1"])
+    runs = first["tasks"]["1"]["runs"]
+    assert [r["seed"] for r in runs] == [0, 1] or runs[0]["valid_error"] == 0, runs
+    kept = min(runs, key=lambda r: (r["valid_error"], r["seed"]))
+    assert first["tasks"]["1"]["test_error"] == kept["test_error"] and first["mean_error"] == kept["test_error"]
+    assert first["tasks"]["1"]["cpu_seconds"] > 0 and out.exists()
+    # a task ends at a run with 0% validation error: no later run could be kept
+    assert bench.solved([{"valid_error": 3.0}, {"valid_error": 0.0}]) and not bench.solved([{"valid_error": 0.5}])
+    with pytest.raises(SystemExit, match="other settings"):
+        bench.main(common + ["--runs", "3", "--epochs", "2", "--resume"])  # not the recorded settings
+    again = bench.main(common + ["--runs", "3", "--epochs", "1", "--resume"])
+    n_runs = len(again["tasks"]["1"]["runs"])
+    assert n_runs == (len(runs) if bench.solved(runs) else 3), again["tasks"]["1"]["runs"]
+    assert again["tasks"]["1"]["cpu_seconds"] > first["tasks"]["1"]["cpu_seconds"] or n_runs == len(runs)
+    monkeypatch.setattr(bench, "RESULTS", tmp_path)
+    table = bench.write_table(tmp_path / "table.md")
+    assert "| 1 | 0.0 | " in table and "| **runs per task** | 10 |" in table

@@ -315,15 +315,21 @@ def add_time_noise(stories: np.ndarray, rng: np.random.Generator, fraction: floa
     if stories.ndim != 3:
         raise ValueError(f"stories: expected (N, M, J), got shape {stories.shape}")
     N, M, J = stories.shape
+    used = (stories != 0).any(-1).sum(-1)  # (N,) sentences in each story, in slots 0..k-1
+    n_noise = rng.binomial(used, fraction)  # (N,) empty memories to insert
+    total = used + n_noise  # (N,) sentences and empty memories together
+    L = max(int(total.max(initial=0)), 1)
+    # a uniformly random set of n_noise of the total positions is empty: the positions
+    # with the n_noise smallest random keys (positions past a row's total never are)
+    keys = np.where(np.arange(L) < total[:, None], rng.random((N, L)), np.inf)  # (N, L)
+    rank = np.argsort(np.argsort(keys, axis=1), axis=1)  # (N, L) rank of each key in its row
+    empty = rank < n_noise[:, None]  # (N, L)
+    full = (~empty) & (np.arange(L) < total[:, None])  # (N, L) positions that get a sentence, in order
+    rows, slots = np.nonzero(full)  # row-major: each row's sentences newest first
+    sentence = np.cumsum(full, axis=1)[rows, slots] - 1  # which sentence goes to that position
+    keep = slots < M  # sentences pushed past the last slot fall out
     out = np.zeros_like(stories)
-    used = (stories != 0).any(-1).sum(-1)  # (N,) sentences in each story
-    for n in range(N):
-        k = int(used[n])
-        n_noise = int(rng.binomial(k, fraction)) if k else 0
-        empty = rng.choice(k + n_noise, size=n_noise, replace=False)
-        slots = np.setdiff1d(np.arange(k + n_noise), empty)  # (k,) where the sentences go, newest first
-        keep = slots < M
-        out[n, slots[keep]] = stories[n, :k][keep]
+    out[rows[keep], slots[keep]] = stories[rows[keep], sentence[keep]]
     return out
 
 

@@ -23,7 +23,7 @@ from utils.attention.keras_impl import masked_softmax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import _checks  # noqa: E402
-from .numpy_ref import PE_SCALE  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
+from .numpy_ref import PE_SCALE, pe_factors  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
 from .training import TrainConfig, initial_weights, noisy_batch, schedule, trim  # noqa: E402
 from ..training import train_loop  # noqa: E402
 
@@ -66,6 +66,43 @@ def position_encoding(sentence_len: int, embed_dim: int) -> Tensor:
 
 
 _pe_matrix = position_encoding  # memn2n_forward has an argument of the same name
+
+
+def _word_bags(words: Tensor, vocab_size: int, weights: np.ndarray) -> Tensor:
+    """bags[p, ..., v] = sum_j weights[p, j] [words_j = v], padding (id 0) left out.
+
+    Shapes: words (..., J) int, weights (P, J) -> (P, ..., V).
+    """
+    J, V, P = _checks.shape_of(words)[-1], vocab_size, len(weights)
+    flat = ops.reshape(words, (-1, J))  # (S, J)
+    S = ops.shape(flat)[0]
+    w = ops.convert_to_tensor(np.asarray(weights, "float32"))[:, None, :] * ops.cast(ops.not_equal(flat, 0), "float32")  # (P, S, J)
+    slot = flat + V * ops.reshape(ops.arange(P * S, dtype=flat.dtype), (P, -1, 1))  # (P, S, J): where each word counts
+    bags = ops.segment_sum(ops.reshape(w, (-1,)), ops.reshape(slot, (-1,)), num_segments=P * S * V)
+    return ops.reshape(bags, (P, *ops.shape(words)[:-1], V))
+
+
+def _embed_with_tables(words: Tensor, tables: Tensor, position_encoding: bool) -> Tensor:
+    """``embed_sentences`` for several embedding tables at once, as matrix products.
+
+    With PE, PE_SCALE * l_kj = a_j + c_k b_j (``pe_factors``), so a sentence's vector is
+    bag_a E + c * (bag_b E), where bag_a, bag_b weigh each word of the vocabulary by the
+    a_j, b_j of its positions: no (..., J, D) tensor of word vectors is built, which
+    makes MemN2N's training step about twice as fast on a CPU. Equal to
+    ``embed_sentences`` with ``PE_SCALE * position_encoding`` (up to float rounding).
+    Shapes: words (..., J) int, tables (T, V, D) -> (T, ..., D).
+    """
+    T, V, D = _checks.shape_of(tables)
+    J = _checks.shape_of(words)[-1]
+    flat = ops.reshape(ops.transpose(tables, (1, 0, 2)), (V, T * D))  # (V, T*D): every table side by side
+    if position_encoding:
+        a, b, c = pe_factors(J, D)
+        both = ops.matmul(_word_bags(words, V, np.stack([a, b])), flat)  # (2, ..., T*D)
+        out = both[0] + both[1] * np.tile(c, T)  # (..., T*D)
+    else:
+        out = ops.matmul(_word_bags(words, V, np.ones((1, J), "float32")), flat)[0]  # (..., T*D)
+    out = ops.reshape(out, (*ops.shape(words)[:-1], T, D))  # a traced step's open sizes stay open
+    return ops.moveaxis(out, -2, 0)  # (T, ..., D)
 
 
 def embed_sentences(words: Tensor, embedding: Tensor, encoding: Tensor | None = None) -> Tensor:
@@ -122,12 +159,12 @@ def memn2n_forward(
     """
     s, q, e = _checks.check_model_weights(stories, queries, embeddings, temporal)
     M = s[1] if s[1] is not None else ops.shape(stories)[1]  # dynamic inside a traced training step
-    pe_story = PE_SCALE * _pe_matrix(s[2], e[2]) if position_encoding else None
-    pe_query = PE_SCALE * _pe_matrix(q[1], e[2]) if position_encoding else None
     used = ops.any(ops.not_equal(stories, 0), axis=-1)  # (B, M) slots that hold a sentence
     mask = used if mask_empty else None
-    u = embed_sentences(queries, embeddings[0], pe_query)  # (B, D)
-    memories = [embed_sentences(stories, embeddings[k], pe_story) for k in range(e[0])]  # K+1 x (B, M, D)
+    # embed_sentences with PE_SCALE * position_encoding, computed as matrix products
+    u = _embed_with_tables(queries, embeddings[:1], position_encoding)[0]  # (B, D)
+    all_memories = _embed_with_tables(stories, embeddings, position_encoding)  # (K+1, B, M, D)
+    memories = [all_memories[k] for k in range(e[0])]  # K+1 x (B, M, D)
     if temporal is not None:  # time only where there is a sentence
         slot = ops.expand_dims(ops.cast(used, memories[0].dtype), -1)  # (B, M, 1)
         memories = [m + temporal[k][:M] * slot for k, m in enumerate(memories)]

@@ -48,6 +48,21 @@ def position_encoding(sentence_len: int, embed_dim: int) -> np.ndarray:
     return ((1 - j / J) - (k / D) * (1 - 2 * j / J)).astype(np.float32)  # (J, D)
 
 
+def pe_factors(sentence_len: int, embed_dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """PE_SCALE * l_kj split as a_j + c_k b_j: a_j = s(1 - j/J), b_j = s(2j/J - 1), c_k = k/D, s = PE_SCALE.
+
+    The twins' MemN2N uses it to embed sentences with two matrix products (see
+    ``_embed_with_tables``) instead of weighting every word vector.
+    Shapes: -> a (J,), b (J,), c (D,), float32.
+    """
+    if int(sentence_len) < 1 or int(embed_dim) < 1:
+        raise ValueError(f"sentence_len, embed_dim: expected positive ints, got {sentence_len}, {embed_dim}")
+    J, D = int(sentence_len), int(embed_dim)
+    j = np.arange(1, J + 1, dtype=np.float64)
+    a, b, c = PE_SCALE * (1 - j / J), PE_SCALE * (2 * j / J - 1), np.arange(1, D + 1, dtype=np.float64) / D
+    return a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
+
+
 _pe_matrix = position_encoding  # memn2n_forward has an argument of the same name
 
 # The model weighs words by PE_SCALE * l_j. The authors' code (MemN2N-babi-matlab) uses

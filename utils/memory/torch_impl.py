@@ -15,7 +15,7 @@ from torch import nn
 from utils.attention.torch_impl import masked_softmax
 
 from . import _checks
-from .numpy_ref import PE_SCALE  # the authors' code weighs words by twice the paper's l_kj
+from .numpy_ref import PE_SCALE, pe_factors  # the authors' code weighs words by twice the paper's l_kj
 from .training import TrainConfig, initial_weights, noisy_batch, schedule, trim
 from ..training import train_loop
 
@@ -56,6 +56,41 @@ def position_encoding(sentence_len: int, embed_dim: int) -> torch.Tensor:
 
 
 _pe_matrix = position_encoding  # memn2n_forward has an argument of the same name
+
+
+def _word_bags(words: torch.Tensor, vocab_size: int, weights: torch.Tensor) -> torch.Tensor:
+    """bags[p, ..., v] = sum_j weights[p, j] [words_j = v], padding (id 0) left out.
+
+    Shapes: words (..., J) int, weights (P, J) -> (P, ..., V).
+    """
+    P = weights.shape[0]
+    flat = words.reshape(-1, words.shape[-1])  # (S, J)
+    w = weights.to(flat.device)[:, None, :] * (flat != 0)  # (P, S, J)
+    bags = torch.zeros(P, flat.shape[0], vocab_size, dtype=w.dtype, device=flat.device)
+    bags.scatter_add_(2, flat.expand(P, -1, -1), w)  # (P, S, V)
+    return bags.view(P, *words.shape[:-1], vocab_size)
+
+
+def _embed_with_tables(words: torch.Tensor, tables: torch.Tensor, position_encoding: bool) -> torch.Tensor:
+    """``embed_sentences`` for several embedding tables at once, as matrix products.
+
+    With PE, PE_SCALE * l_kj = a_j + c_k b_j (``pe_factors``), so a sentence's vector is
+    bag_a E + c * (bag_b E), where bag_a, bag_b weigh each word of the vocabulary by the
+    a_j, b_j of its positions: no (..., J, D) tensor of word vectors is built, which
+    makes MemN2N's training step about twice as fast on a CPU. Equal to
+    ``embed_sentences`` with ``PE_SCALE * position_encoding`` (up to float rounding).
+    Shapes: words (..., J) int, tables (T, V, D) -> (T, ..., D).
+    """
+    T, V, D = tables.shape
+    J = words.shape[-1]
+    flat = tables.permute(1, 0, 2).reshape(V, T * D)  # (V, T*D): every table side by side
+    if position_encoding:
+        a, b, c = (torch.as_tensor(x, device=tables.device) for x in pe_factors(J, D))
+        both = _word_bags(words, V, torch.stack([a, b])) @ flat  # (2, ..., T*D)
+        out = both[0] + both[1] * c.repeat(T)  # (..., T*D)
+    else:
+        out = (_word_bags(words, V, torch.ones(1, J, dtype=tables.dtype)) @ flat)[0]  # (..., T*D)
+    return out.reshape(*words.shape[:-1], T, D).movedim(-2, 0)  # (T, ..., D)
 
 
 def embed_sentences(
@@ -118,15 +153,14 @@ def memn2n_forward(
     """
     s, q, e = _checks.check_model_weights(stories, queries, embeddings, temporal)
     M = s[1]
-    pe_story = PE_SCALE * _pe_matrix(s[2], e[2]).to(embeddings.device) if position_encoding else None
-    pe_query = PE_SCALE * _pe_matrix(q[1], e[2]).to(embeddings.device) if position_encoding else None
     used = (stories != 0).any(dim=-1)  # (B, M) slots that hold a sentence
     mask = used if mask_empty else None
-    u = embed_sentences(queries, embeddings[0], pe_query)  # (B, D)
-    # all K+1 memory embeddings in one gather: (K+1, B, M, D)
-    memories = torch.stack([embed_sentences(stories, embeddings[k], pe_story) for k in range(e[0])])
+    # embed_sentences with PE_SCALE * position_encoding, computed as matrix products
+    u = _embed_with_tables(queries, embeddings[:1], position_encoding)[0]  # (B, D)
+    memories = _embed_with_tables(stories, embeddings, position_encoding)  # (K+1, B, M, D)
     if temporal is not None:  # time only where there is a sentence
         memories = memories + temporal[:, None, :M] * used.unsqueeze(-1).to(memories.dtype)  # (K+1, B, M, D)
+    memories = memories.unbind(0)  # K+1 x (B, M, D); one backward for all (indexing would build K+1 zero grads)
     attention = []
     for hop in range(e[0] - 1):
         o, p = memory_hop(u, memories[hop], memories[hop + 1], mask, linear)
