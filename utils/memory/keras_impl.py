@@ -95,12 +95,13 @@ def _embed_with_tables(words: Tensor, tables: Tensor, position_encoding: bool) -
     T, V, D = _checks.shape_of(tables)
     J = _checks.shape_of(words)[-1]
     flat = ops.reshape(ops.transpose(tables, (1, 0, 2)), (V, T * D))  # (V, T*D): every table side by side
-    if position_encoding:
-        a, b, c = pe_factors(J, D)
-        both = ops.matmul(_word_bags(words, V, np.stack([a, b])), flat)  # (2, ..., T*D)
-        out = both[0] + both[1] * np.tile(c, T)  # (..., T*D)
-    else:
-        out = ops.matmul(_word_bags(words, V, np.ones((1, J), "float32")), flat)[0]  # (..., T*D)
+    a, b, c = pe_factors(J, D) if position_encoding else (np.ones(J, "float32"), None, None)
+    weights = np.stack([a, b]) if position_encoding else a[None]  # (P, J)
+    bags = _word_bags(words, V, weights)  # (P, ..., V)
+    # 2-D products, one per bag: a broadcast batched matmul would sum a (V, T*D) gradient per
+    # sentence, and slicing one product's output costs TensorFlow a slow gradient
+    parts = [ops.matmul(ops.reshape(bags[i], (-1, V)), flat) for i in range(len(weights))]  # P x (S, T*D)
+    out = parts[0] + parts[1] * np.tile(c, T) if position_encoding else parts[0]  # (S, T*D)
     out = ops.reshape(out, (*ops.shape(words)[:-1], T, D))  # a traced step's open sizes stay open
     return ops.moveaxis(out, -2, 0)  # (T, ..., D)
 
@@ -163,11 +164,11 @@ def memn2n_forward(
     mask = used if mask_empty else None
     # embed_sentences with PE_SCALE * position_encoding, computed as matrix products
     u = _embed_with_tables(queries, embeddings[:1], position_encoding)[0]  # (B, D)
-    all_memories = _embed_with_tables(stories, embeddings, position_encoding)  # (K+1, B, M, D)
-    memories = [all_memories[k] for k in range(e[0])]  # K+1 x (B, M, D)
+    memories = _embed_with_tables(stories, embeddings, position_encoding)  # (K+1, B, M, D)
     if temporal is not None:  # time only where there is a sentence
-        slot = ops.expand_dims(ops.cast(used, memories[0].dtype), -1)  # (B, M, 1)
-        memories = [m + temporal[k][:M] * slot for k, m in enumerate(memories)]
+        slot = ops.expand_dims(ops.cast(used, memories.dtype), -1)  # (B, M, 1)
+        memories = memories + ops.expand_dims(temporal[:, :M], 1) * slot  # (K+1, B, M, D)
+    memories = ops.unstack(memories, e[0], axis=0)  # K+1 x (B, M, D); slicing each would cost a slow gradient
     attention = []
     for hop in range(e[0] - 1):
         o, p = memory_hop(u, memories[hop], memories[hop + 1], mask, linear)

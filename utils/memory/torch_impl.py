@@ -84,12 +84,12 @@ def _embed_with_tables(words: torch.Tensor, tables: torch.Tensor, position_encod
     T, V, D = tables.shape
     J = words.shape[-1]
     flat = tables.permute(1, 0, 2).reshape(V, T * D)  # (V, T*D): every table side by side
-    if position_encoding:
-        a, b, c = (torch.as_tensor(x, device=tables.device) for x in pe_factors(J, D))
-        both = _word_bags(words, V, torch.stack([a, b])) @ flat  # (2, ..., T*D)
-        out = both[0] + both[1] * c.repeat(T)  # (..., T*D)
-    else:
-        out = (_word_bags(words, V, torch.ones(1, J, dtype=tables.dtype)) @ flat)[0]  # (..., T*D)
+    a, b, c = (torch.as_tensor(x, device=tables.device) for x in pe_factors(J, D)) if position_encoding else (
+        torch.ones(J, dtype=tables.dtype, device=tables.device), None, None)
+    weights = torch.stack([a, b]) if position_encoding else a[None]  # (P, J)
+    bags = _word_bags(words, V, weights)  # (P, ..., V)
+    parts = [bags[i].reshape(-1, V) @ flat for i in range(len(weights))]  # P x (S, T*D), as in the Keras twin
+    out = parts[0] + parts[1] * c.repeat(T) if position_encoding else parts[0]  # (S, T*D)
     return out.reshape(*words.shape[:-1], T, D).movedim(-2, 0)  # (T, ..., D)
 
 
