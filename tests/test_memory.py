@@ -369,7 +369,8 @@ def test_memn2n_benchmark_runs_keeps_the_lowest_validation_error_and_resumes(tmp
     again = bench.main(common + ["--runs", "3", "--epochs", "1", "--resume"])
     n_runs = len(again["tasks"]["1"]["runs"])
     assert n_runs == (len(runs) if bench.solved(runs) else 3), again["tasks"]["1"]["runs"]
-    assert again["tasks"]["1"]["cpu_seconds"] > first["tasks"]["1"]["cpu_seconds"] or n_runs == len(runs)
+    assert again["tasks"]["1"]["cpu_seconds"] >= first["tasks"]["1"]["cpu_seconds"]  # the seconds add up
+    assert [r["seed"] for r in again["tasks"]["1"]["runs"]][: len(runs)] == [r["seed"] for r in runs]  # kept
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     table = bench.write_table(tmp_path / "table.md")
     assert "| 1 | 0.0 | " in table and "| **runs per task** | 10 |" in table
