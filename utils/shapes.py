@@ -57,6 +57,7 @@ Counts of a model
 Memories
     M       memory slots: the sentences a MemN2N holds (slot 0 the newest), the rows of an NTM/DNC memory
     J       words per sentence of a MemN2N story or question
+    Ns      sentences of a MemN2N batch in one flat list (B x M story sentences, or B questions)
     W       width of one NTM/DNC memory row (the DNC's word size)
     R       read heads of a DNC
 
@@ -117,6 +118,7 @@ GROUPS: dict[str, dict[str, str]] = {
     "Memories": {
         "M": "memory slots: the sentences a MemN2N holds (slot 0 the newest), the rows of an NTM/DNC memory",
         "J": "words per sentence of a MemN2N story or question",
+        "Ns": "sentences of a MemN2N batch in one flat list (B x M story sentences, or B questions)",
         "W": "width of one NTM/DNC memory row (the DNC's word size)",
         "R": "read heads of a DNC",
     },

@@ -74,10 +74,10 @@ def _word_bags(words: Tensor, vocab_size: int, weights: np.ndarray) -> Tensor:
     Shapes: words (..., J) int, weights (P, J) -> (P, ..., V).
     """
     J, V, P = _checks.shape_of(words)[-1], vocab_size, len(weights)
-    flat = ops.reshape(words, (-1, J))  # (S, J)
+    flat = ops.reshape(words, (-1, J))  # (Ns, J)
     S = ops.shape(flat)[0]
-    w = ops.convert_to_tensor(np.asarray(weights, "float32"))[:, None, :] * ops.cast(ops.not_equal(flat, 0), "float32")  # (P, S, J)
-    slot = flat + V * ops.reshape(ops.arange(P * S, dtype=flat.dtype), (P, -1, 1))  # (P, S, J): where each word counts
+    w = ops.convert_to_tensor(np.asarray(weights, "float32"))[:, None, :] * ops.cast(ops.not_equal(flat, 0), "float32")  # (P, Ns, J)
+    slot = flat + V * ops.reshape(ops.arange(P * S, dtype=flat.dtype), (P, -1, 1))  # (P, Ns, J): where each word counts
     bags = ops.segment_sum(ops.reshape(w, (-1,)), ops.reshape(slot, (-1,)), num_segments=P * S * V)
     return ops.reshape(bags, (P, *ops.shape(words)[:-1], V))
 
@@ -100,8 +100,8 @@ def _embed_with_tables(words: Tensor, tables: Tensor, position_encoding: bool) -
     bags = _word_bags(words, V, weights)  # (P, ..., V)
     # 2-D products, one per bag: a broadcast batched matmul would sum a (V, T*D) gradient per
     # sentence, and slicing one product's output costs TensorFlow a slow gradient
-    parts = [ops.matmul(ops.reshape(bags[i], (-1, V)), flat) for i in range(len(weights))]  # P x (S, T*D)
-    out = parts[0] + parts[1] * np.tile(c, T) if position_encoding else parts[0]  # (S, T*D)
+    parts = [ops.matmul(ops.reshape(bags[i], (-1, V)), flat) for i in range(len(weights))]  # P x (Ns, T*D)
+    out = parts[0] + parts[1] * np.tile(c, T) if position_encoding else parts[0]  # (Ns, T*D)
     out = ops.reshape(out, (*ops.shape(words)[:-1], T, D))  # a traced step's open sizes stay open
     return ops.moveaxis(out, -2, 0)  # (T, ..., D)
 

@@ -64,10 +64,10 @@ def _word_bags(words: torch.Tensor, vocab_size: int, weights: torch.Tensor) -> t
     Shapes: words (..., J) int, weights (P, J) -> (P, ..., V).
     """
     P = weights.shape[0]
-    flat = words.reshape(-1, words.shape[-1])  # (S, J)
-    w = weights.to(flat.device)[:, None, :] * (flat != 0)  # (P, S, J)
+    flat = words.reshape(-1, words.shape[-1])  # (Ns, J)
+    w = weights.to(flat.device)[:, None, :] * (flat != 0)  # (P, Ns, J)
     bags = torch.zeros(P, flat.shape[0], vocab_size, dtype=w.dtype, device=flat.device)
-    bags.scatter_add_(2, flat.expand(P, -1, -1), w)  # (P, S, V)
+    bags.scatter_add_(2, flat.expand(P, -1, -1), w)  # (P, Ns, V)
     return bags.view(P, *words.shape[:-1], vocab_size)
 
 
@@ -88,8 +88,8 @@ def _embed_with_tables(words: torch.Tensor, tables: torch.Tensor, position_encod
         torch.ones(J, dtype=tables.dtype, device=tables.device), None, None)
     weights = torch.stack([a, b]) if position_encoding else a[None]  # (P, J)
     bags = _word_bags(words, V, weights)  # (P, ..., V)
-    parts = [bags[i].reshape(-1, V) @ flat for i in range(len(weights))]  # P x (S, T*D), as in the Keras twin
-    out = parts[0] + parts[1] * c.repeat(T) if position_encoding else parts[0]  # (S, T*D)
+    parts = [bags[i].reshape(-1, V) @ flat for i in range(len(weights))]  # P x (Ns, T*D), as in the Keras twin
+    out = parts[0] + parts[1] * c.repeat(T) if position_encoding else parts[0]  # (Ns, T*D)
     return out.reshape(*words.shape[:-1], T, D).movedim(-2, 0)  # (T, ..., D)
 
 
