@@ -38,13 +38,10 @@ def babi_dir() -> Path | None:
     """The bAbI ``en`` folder: $BABI_DIR, else the one ``download_babi()`` unpacked; None if neither holds task 1."""
     import os
 
-    candidates = [os.environ.get("BABI_DIR")]
-    try:
-        from utils.runtime import cache_dir
+    from utils.data.babi import BABI_EN
+    from utils.runtime import cache_dir
 
-        candidates.append(str(cache_dir() / "babi" / "tasks_1-20_v1-2" / "en"))
-    except ImportError:
-        pass
+    candidates = [os.environ.get("BABI_DIR"), str(cache_dir() / "babi" / BABI_EN)]
     for folder in filter(None, candidates):
         if list(Path(folder).glob("qa1_*_train.txt")):
             return Path(folder)

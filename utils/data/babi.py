@@ -80,6 +80,8 @@ BABI_URLS = (
     "http://www.thespermwhale.com/jaseweston/babi/tasks_1-20_v1-2.tar.gz",
     "https://s3.amazonaws.com/text-datasets/babi_tasks_1-20_v1-2.tar.gz",
 )
+# Where the archive puts the English 1k tasks, relative to the folder it is unpacked in.
+BABI_EN = Path("tasks_1-20_v1-2") / "en"
 BABI_SIZE = 11_745_123
 BABI_SHA256: str | None = None  # not confirmed from a trustworthy source; see above
 
@@ -351,7 +353,7 @@ def download_babi(
 
     root = Path(dest) if dest is not None else cache_dir() / "babi"
     root.mkdir(parents=True, exist_ok=True)
-    en = root / "tasks_1-20_v1-2" / "en"
+    en = root / BABI_EN
     if en.is_dir() and len(list(en.glob("qa*_*.txt"))) == 40:
         return en
     archive = root / "tasks_1-20_v1-2.tar.gz"

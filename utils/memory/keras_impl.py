@@ -23,7 +23,7 @@ from utils.attention.keras_impl import masked_softmax  # noqa: E402
 import numpy as np  # noqa: E402
 
 from . import _checks  # noqa: E402
-from .numpy_ref import PE_SCALE, pe_factors  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
+from .numpy_ref import PE_SCALE, word_bag_weights  # noqa: E402  (the authors' code weighs words by twice the paper's l_kj)
 from .training import TrainConfig, initial_weights, noisy_batch, schedule, trim  # noqa: E402
 from ..training import train_loop  # noqa: E402
 
@@ -95,13 +95,12 @@ def _embed_with_tables(words: Tensor, tables: Tensor, position_encoding: bool) -
     T, V, D = _checks.shape_of(tables)
     J = _checks.shape_of(words)[-1]
     flat = ops.reshape(ops.transpose(tables, (1, 0, 2)), (V, T * D))  # (V, T*D): every table side by side
-    a, b, c = pe_factors(J, D) if position_encoding else (np.ones(J, "float32"), None, None)
-    weights = np.stack([a, b]) if position_encoding else a[None]  # (P, J)
+    weights, c = word_bag_weights(J, D, position_encoding)  # (P, J), (D,) or None
     bags = _word_bags(words, V, weights)  # (P, ..., V)
     # 2-D products, one per bag: a broadcast batched matmul would sum a (V, T*D) gradient per
     # sentence, and slicing one product's output costs TensorFlow a slow gradient
     parts = [ops.matmul(ops.reshape(bags[i], (-1, V)), flat) for i in range(len(weights))]  # P x (Ns, T*D)
-    out = parts[0] + parts[1] * np.tile(c, T) if position_encoding else parts[0]  # (Ns, T*D)
+    out = parts[0] if c is None else parts[0] + parts[1] * np.tile(c, T)  # (Ns, T*D)
     out = ops.reshape(out, (*ops.shape(words)[:-1], T, D))  # a traced step's open sizes stay open
     return ops.moveaxis(out, -2, 0)  # (T, ..., D)
 

@@ -63,6 +63,20 @@ def pe_factors(sentence_len: int, embed_dim: int) -> tuple[np.ndarray, np.ndarra
     return a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
 
 
+def word_bag_weights(sentence_len: int, embed_dim: int, position_encoding: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """The per-position weights of the twins' word bags, and the factor of the second bag.
+
+    With PE: rows a and b of ``pe_factors`` and its c (a sentence's vector is
+    bag_a E + c * bag_b E); without: one row of ones and no factor (a plain bag of words).
+    P = 2 with position encoding, else 1.
+    Shapes: -> weights (P, J) float32, c (D,) float32 or None.
+    """
+    if not position_encoding:
+        return np.ones((1, int(sentence_len)), np.float32), None
+    a, b, c = pe_factors(sentence_len, embed_dim)
+    return np.stack([a, b]), c
+
+
 _pe_matrix = position_encoding  # memn2n_forward has an argument of the same name
 
 # The model weighs words by PE_SCALE * l_j. The authors' code (MemN2N-babi-matlab) uses

@@ -15,7 +15,7 @@ from torch import nn
 from utils.attention.torch_impl import masked_softmax
 
 from . import _checks
-from .numpy_ref import PE_SCALE, pe_factors  # the authors' code weighs words by twice the paper's l_kj
+from .numpy_ref import PE_SCALE, word_bag_weights  # the authors' code weighs words by twice the paper's l_kj
 from .training import TrainConfig, initial_weights, noisy_batch, schedule, trim
 from ..training import train_loop
 
@@ -84,12 +84,10 @@ def _embed_with_tables(words: torch.Tensor, tables: torch.Tensor, position_encod
     T, V, D = tables.shape
     J = words.shape[-1]
     flat = tables.permute(1, 0, 2).reshape(V, T * D)  # (V, T*D): every table side by side
-    a, b, c = (torch.as_tensor(x, device=tables.device) for x in pe_factors(J, D)) if position_encoding else (
-        torch.ones(J, dtype=tables.dtype, device=tables.device), None, None)
-    weights = torch.stack([a, b]) if position_encoding else a[None]  # (P, J)
-    bags = _word_bags(words, V, weights)  # (P, ..., V)
+    weights, c = word_bag_weights(J, D, position_encoding)  # (P, J), (D,) or None
+    bags = _word_bags(words, V, torch.as_tensor(weights, device=tables.device))  # (P, ..., V)
     parts = [bags[i].reshape(-1, V) @ flat for i in range(len(weights))]  # P x (Ns, T*D), as in the Keras twin
-    out = parts[0] + parts[1] * c.repeat(T) if position_encoding else parts[0]  # (Ns, T*D)
+    out = parts[0] if c is None else parts[0] + parts[1] * torch.as_tensor(np.tile(c, T), device=tables.device)  # (Ns, T*D)
     return out.reshape(*words.shape[:-1], T, D).movedim(-2, 0)  # (T, ..., D)
 
 
