@@ -371,6 +371,21 @@ def test_memn2n_benchmark_runs_keeps_the_lowest_validation_error_and_resumes(tmp
     assert n_runs == (len(runs) if bench.solved(runs) else 3), again["tasks"]["1"]["runs"]
     assert again["tasks"]["1"]["cpu_seconds"] >= first["tasks"]["1"]["cpu_seconds"]  # the seconds add up
     assert [r["seed"] for r in again["tasks"]["1"]["runs"]][: len(runs)] == [r["seed"] for r in runs]  # kept
+    by_train = bench.keep(again["tasks"]["1"]["runs"], "train_error")["test_error"]
+    assert again["kept_by_train_error"] == {"mean_error": by_train, "failed_tasks": int(by_train > 5.0)}
     monkeypatch.setattr(bench, "RESULTS", tmp_path)
     table = bench.write_table(tmp_path / "table.md")
     assert "| 1 | 0.0 | " in table and "| **runs per task** | 10 |" in table
+    assert f"| mean error, run kept by training error | 13.9 | {by_train:.1f} |" in table
+
+
+def test_memn2n_benchmark_keeps_by_validation_or_by_training_error() -> None:
+    from benchmarks import memn2n as bench
+
+    runs = [{"seed": 0, "valid_error": 4.0, "train_error": 0.5, "test_error": 9.0},
+            {"seed": 1, "valid_error": 2.0, "train_error": 3.0, "test_error": 6.0},
+            {"seed": 2, "valid_error": 2.0, "train_error": 0.5, "test_error": 1.0}]
+    assert bench.keep(runs)["seed"] == 1  # the lowest validation error, the earlier seed of a tie
+    assert bench.keep(runs, "train_error")["seed"] == 0  # the paper's rule
+    with pytest.raises(ValueError, match="train_error"):
+        bench.keep(runs, "test_error")
