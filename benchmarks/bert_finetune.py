@@ -14,10 +14,12 @@ little padding is computed (``--no-bucket``: random batches). The budget,
 ``--minutes`` of this process's CPU time by default (``--clock wall`` for wall
 time), is planned from the measured training speed: ``PROBE_STEPS`` training
 steps run first on a copy of the starting weights (restored afterwards), their
-typical step cost (``--clock``) sets how many examples fit (whole passes, up to
-``--max-epochs``, when the budget holds more than one), so the warm-up and decay
-complete inside the budget; a hard stop at ``--minutes`` guards against a wrong
-estimate. ``--pooling`` picks the classifier's sentence vector: "mean" (the
+typical step cost (``--clock``) sets how many steps fit, and ``PLAN_MARGIN`` of
+them are planned: less than a pass trains once over the first examples; more
+makes passes over the whole training set (up to ``--max-epochs``), the last one
+cut short where the budget ends. The learning-rate schedule is planned for
+exactly those steps, so the warm-up and decay complete inside the budget; a hard
+stop at ``--minutes`` guards against a wrong estimate. ``--pooling`` picks the classifier's sentence vector: "mean" (the
 average of the token vectors, what all-MiniLM-L6-v2 was trained for; the
 default) or "cls" (BERT's pooler on [CLS]).
 
@@ -37,6 +39,7 @@ from pathlib import Path
 
 
 PROBE_STEPS = 12  # training steps timed before the run to plan it
+PLAN_MARGIN = 0.95  # the share of the probe's step count that is planned: steps vary a little
 
 
 def plan_steps(step_seconds: list[float], budget_seconds: float) -> tuple[int, float, float]:
@@ -55,6 +58,25 @@ def plan_steps(step_seconds: list[float], budget_seconds: float) -> tuple[int, f
     step = float(typical.mean())
     overhead = float(d.sum() - step * d.size)
     return max(1, int((budget_seconds - overhead) / max(step, 1e-9))), step, overhead
+
+
+def plan_passes(budget_steps: int, n_rows: int, batch_size: int, max_epochs: int,
+                train_examples: int | None = None) -> tuple[int, int, int | None]:
+    """What to train on: (examples, passes, max_steps) for ``fine_tune``.
+
+    ``PLAN_MARGIN`` of the ``budget_steps`` that fit are planned. Less than one pass:
+    one pass over the first examples (max_steps None). More: passes over all
+    ``n_rows`` (at most ``max_epochs``), the last cut short at ``max_steps``.
+    ``train_examples`` fixes one pass over that many examples instead.
+    """
+    if train_examples:
+        return min(n_rows, train_examples), 1, None
+    usable = max(1, int(budget_steps * PLAN_MARGIN))
+    per_pass = math.ceil(n_rows / batch_size)
+    if usable < per_pass:
+        return usable * batch_size, 1, None
+    epochs = min(max_epochs, math.ceil(usable / per_pass))
+    return n_rows, epochs, min(usable, epochs * per_pass)
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -135,18 +157,18 @@ def main(argv: list[str] | None = None) -> int:
                            clock=clock, progress=False)
     impl.load_weights(model, saved)
     budget_steps, step_cost, overhead = plan_steps(list(np.diff([0.0] + probe["step_seconds"])), budget)
-    n_train = min(len(train_y), args.train_examples or budget_steps * args.batch_size)
-    # Where the budget holds more than one pass, make whole passes (up to --max-epochs).
-    epochs = 1 if args.train_examples else max(1, min(args.max_epochs, budget_steps // math.ceil(n_train / args.batch_size)))
+    n_train, epochs, max_steps = plan_passes(budget_steps, len(train_y), args.batch_size, args.max_epochs, args.train_examples)
+    passes = (max_steps or epochs * math.ceil(n_train / args.batch_size)) / math.ceil(n_train / args.batch_size)
     print(f"training speed: {step_cost:.2f} s per step of {args.batch_size} ({args.clock} clock; one-off "
-          f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min: {epochs} pass(es)", flush=True)
+          f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min: {passes:.2f} pass(es) planned", flush=True)
     if n_train < len(train_y):
         print(f"training on the first {n_train} of {len(train_y)} examples (--train-examples overrides)", flush=True)
         train = {k: v[:n_train] for k, v in train.items()}
         train_y = train_y[:n_train]
     t0 = clock()
     hist = impl.fine_tune(model, train, train_y, epochs=epochs, batch_size=args.batch_size, peak_lr=args.lr,
-                          warmup_fraction=0.1, seed=args.seed, max_seconds=budget, bucket=args.bucket, clock=clock)
+                          warmup_fraction=0.1, seed=args.seed, max_seconds=budget, bucket=args.bucket, clock=clock,
+                          max_steps=max_steps)
     train_seconds = clock() - t0
     steps = len(hist["batch_loss"])
     t0 = clock()
@@ -162,11 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 1),
         "train_seconds": round(train_seconds, 1),
         "budget_clock": args.clock,
-        "train_examples": int(min(steps * args.batch_size, epochs * len(train_y))),  # examples seen
+        "train_examples": int(min(steps * args.batch_size, epochs * len(train_y))),  # examples seen (about)
         "train_set_size": int(len(train_y)),
         "epochs_planned": epochs,
+        "passes_planned": round(passes, 3),
         "train_steps": steps,
-        "planned_steps": int(epochs * np.ceil(len(train_y) / args.batch_size)),
+        "planned_steps": int(max_steps or epochs * np.ceil(len(train_y) / args.batch_size)),
         "train_examples_per_second": round(min(steps * args.batch_size, epochs * len(train_y)) / train_seconds, 2),
         "eval_examples_per_second": round(eval_rate, 2),
         "eval_examples_per_second_before": round(eval_rate_before, 2),

@@ -603,6 +603,12 @@ def test_bucketed_fine_tuning_twins_agree_and_the_clock_stops_it() -> None:
         h = impl.fine_tune(impl.BertClassifier(c), b, y, batch_size=6, max_seconds=1.5, clock=lambda: float(next(ticks)),
                            progress=False)
         assert len(h["batch_loss"]) == 2 and h["step_seconds"] == [1.0, 2.0], h["step_seconds"]
+        # max_steps: a second pass (4 steps each) cut after step 6, the schedule planned for 6 steps
+        h = impl.fine_tune(impl.BertClassifier(c), b, y, epochs=3, batch_size=6, peak_lr=1e-3, max_steps=6, progress=False)
+        want = common.warmup_linear_schedule(1e-3, 6, 0.1)
+        assert h["lr"] == [want(i) for i in range(6)] and len(h["loss"]) == 2, (h["lr"], h["loss"])
+        with pytest.raises(ValueError, match="max_steps"):
+            impl.fine_tune(impl.BertClassifier(c), b, y, max_steps=0, progress=False)
         with pytest.raises(ValueError, match="padding_mask"):
             impl.fine_tune(impl.BertClassifier(c), {"token_ids": b["token_ids"]}, y, bucket=True, progress=False)
 
@@ -615,6 +621,21 @@ def test_benchmark_plans_from_the_training_speed() -> None:
     assert step == pytest.approx(0.5) and overhead == pytest.approx(5.5) and steps == 109
     with pytest.raises(ValueError, match="step_seconds"):
         plan_steps([], 60.0)
+
+
+def test_benchmark_plans_passes_with_a_last_one_cut_short() -> None:
+    from benchmarks.bert_finetune import PLAN_MARGIN, plan_passes
+
+    assert PLAN_MARGIN == 0.95
+    # 100 rows in batches of 10: 10 steps a pass. 200 steps fit, 190 planned: 3 passes at most
+    assert plan_passes(200, 100, 10, max_epochs=3) == (100, 3, 30)
+    # 27 steps fit, 25 planned: two passes and a half, the third pass cut at step 25
+    assert plan_passes(27, 100, 10, max_epochs=3) == (100, 3, 25)
+    # 20 fit, 19 planned: a second pass cut at step 19
+    assert plan_passes(20, 100, 10, max_epochs=5) == (100, 2, 19)
+    # less than one pass: one pass over the first examples
+    assert plan_passes(6, 100, 10, max_epochs=3) == (50, 1, None)
+    assert plan_passes(6, 100, 10, max_epochs=3, train_examples=30) == (30, 1, None)
 
 
 def test_benchmark_runs_on_a_labelled_file_pair(tmp_path: Path) -> None:
@@ -640,8 +661,8 @@ def test_benchmark_runs_on_a_labelled_file_pair(tmp_path: Path) -> None:
                                "--json", str(out)])
     assert code == 0
     result = json.loads(out.read_text())
-    # 30 CPU seconds hold more than one pass over 20 snippets: whole passes, at most --max-epochs (3)
+    # 30 CPU seconds hold more than one pass over 20 snippets: at most --max-epochs (3)
     assert result["eval_examples"] == 10 and result["train_set_size"] == 20 and 1 <= result["epochs_planned"] <= 3, result
-    assert result["train_examples"] == 20 * result["epochs_planned"], result
+    assert result["train_steps"] == result["planned_steps"] == round(result["passes_planned"] * 5), result
     assert result["probe"]["steps"] == 5 and result["budget_clock"] == "cpu" and result["settings"]["bucket"] is True
     assert 0.0 <= result["accuracy"] <= 1.0 and result["train_examples_per_second"] > 0

@@ -74,9 +74,20 @@ def test_the_clock_stops_the_run_in_the_middle_of_an_epoch() -> None:
     assert h["seconds"] == [4.0] and h["loss"] == pytest.approx([4.0]), "the partial epoch is recorded"
 
 
+def test_max_steps_cuts_the_last_epoch_short() -> None:
+    seen: list = []
+    ends: list = []
+    h = train_loop(_recording_step(seen), 20, epochs=3, batch_size=4, max_steps=7, progress=False,
+                   on_epoch_end=lambda e: ends.append(e))
+    # five steps a pass: the first whole, the second cut after two steps, the third never starts
+    assert len(seen) == 7 and len(h["batch_loss"]) == 7 and len(h["loss"]) == 2 and ends == [0, 1]
+    assert len(train_loop(_recording_step([]), 20, epochs=3, batch_size=4, max_steps=99, progress=False)["batch_loss"]) == 15
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
-    [({"n": 0}, "n: expected"), ({"epochs": 0}, "epochs"), ({"batch_size": 2.5}, "batch_size"), ({"max_seconds": -1}, "max_seconds")],
+    [({"n": 0}, "n: expected"), ({"epochs": 0}, "epochs"), ({"batch_size": 2.5}, "batch_size"), ({"max_seconds": -1}, "max_seconds"),
+     ({"max_steps": 0}, "max_steps")],
 )
 def test_bad_arguments_are_named(kwargs, match) -> None:
     args = {"n": 10, "epochs": 1, "batch_size": 2, **kwargs}

@@ -80,6 +80,7 @@ def train_loop(
     clock: Callable[[], float] = time.perf_counter,
     progress: bool = True,
     desc: str = "training",
+    max_steps: int | None = None,
     on_epoch_start: Callable[[int], None] | None = None,
     on_epoch_end: Callable[[int], dict | None] | None = None,
     set_training: Callable[[bool], object] | None = None,
@@ -94,6 +95,7 @@ def train_loop(
     passed on as ``lr=None`` for a step that keeps its optimizer's own rate).
     The run stops after ``max_seconds`` of ``clock`` (wall time by default;
     ``time.process_time`` makes it a CPU-time budget), checked after every step,
+    after ``max_steps`` steps (a last, partial epoch; default: every epoch whole),
     or when ``on_epoch_end(epoch)`` returns a dict with a true ``"stop"``; its
     other entries are recorded per epoch. ``on_epoch_start(epoch)`` runs first
     in every epoch. ``set_training(True)`` is called before an epoch's steps and
@@ -108,6 +110,8 @@ def train_loop(
 
     check_positive_int("epochs", epochs)
     check_positive_int("batch_size", batch_size)
+    if max_steps is not None:
+        check_positive_int("max_steps", max_steps)
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < 1:
         raise ValueError(f"n: expected the number of training rows, a positive int, got {n!r}")
     if max_seconds is not None and not max_seconds >= 0:
@@ -125,7 +129,8 @@ def train_loop(
             if set_training is not None:
                 set_training(True)
             if bar is None:
-                bar = tqdm(total=epochs * len(epoch_batches), desc=desc, disable=not progress, leave=False)
+                planned = epochs * len(epoch_batches) if max_steps is None else min(epochs * len(epoch_batches), max_steps)
+                bar = tqdm(total=planned, desc=desc, disable=not progress, leave=False)
             total, rows = 0.0, 0
             for idx in epoch_batches:
                 lr = schedule(i) if schedule is not None else None
@@ -137,8 +142,8 @@ def train_loop(
                 history["step_seconds"].append(clock() - start)
                 bar.update(1)
                 bar.set_postfix(epoch=f"{epoch + 1}/{epochs}", loss=f"{total / rows:.4f}", refresh=False)
-                if max_seconds is not None and history["step_seconds"][-1] > max_seconds:
-                    out_of_time = True
+                if (max_seconds is not None and history["step_seconds"][-1] > max_seconds) or i == max_steps:
+                    out_of_time = True  # out of time, or of steps
                     break
             history["loss"].append(total / max(rows, 1))
             history["seconds"].append(clock() - start)

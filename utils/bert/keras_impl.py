@@ -26,6 +26,7 @@ from keras import ops  # noqa: E402
 
 from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, _Dropout, export_weights, load_weights  # noqa: E402
 
+from utils.checks import check_positive_int  # noqa: E402
 from utils.training import batch_order, train_loop  # noqa: E402
 
 from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule  # noqa: E402
@@ -504,6 +505,7 @@ def fine_tune(
     progress: bool = True,
     bucket: bool = False,
     clock: Callable[[], float] = time.perf_counter,
+    max_steps: int | None = None,
 ) -> dict[str, list[float]]:
     """Fine-tune for sentence classification (AdamW, warm-up then linear decay, clipping at 1).
 
@@ -513,7 +515,9 @@ def fine_tune(
     every step. ``bucket=True`` groups rows of similar length into a batch
     (``utils.training.batch_order``), so ``trim_rows`` cuts most of the padding:
     faster steps on short texts. ``clock`` measures ``max_seconds`` and the history's
-    seconds (``time.process_time`` makes it a CPU-time budget).
+    seconds (``time.process_time`` makes it a CPU-time budget). ``max_steps`` ends the
+    run after that many steps, a last epoch cut short, and the learning-rate schedule
+    is planned for them, so its decay completes.
     Returns the loop's history: "batch_loss", "lr", "step_seconds" per step; "loss", "seconds" per epoch.
     Shapes: inputs {"token_ids": (N, T), "segment_ids": (N, T), "padding_mask": (N, T)}, labels (N,).
     """
@@ -524,7 +528,10 @@ def fine_tune(
     if bucket and "padding_mask" not in inputs:
         raise ValueError(f"inputs: bucket=True sorts rows by length and needs 'padding_mask', got keys {sorted(inputs)}")
     lengths = np.asarray(inputs["padding_mask"]).sum(axis=1) if bucket else None  # (N,) real tokens
-    optimizer, schedule = make_optimizer(model, peak_lr, math.ceil(n / batch_size) * epochs, warmup_fraction)
+    total_steps = math.ceil(n / batch_size) * epochs
+    if max_steps is not None:
+        total_steps = min(total_steps, check_positive_int("max_steps", max_steps))
+    optimizer, schedule = make_optimizer(model, peak_lr, total_steps, warmup_fraction)
     compiled = _compiled_step(model, optimizer)
 
     def step(idx: np.ndarray, lr: float) -> float:
@@ -533,7 +540,7 @@ def fine_tune(
         return float(compiled(batch, tf.convert_to_tensor(y[idx].astype("int32"))))
 
     return train_loop(step, n, epochs, batch_size, seed, schedule, batches=lambda rng: batch_order(n, batch_size, rng, lengths),
-                      max_seconds=max_seconds, clock=clock, progress=progress, desc="fine-tuning")
+                      max_seconds=max_seconds, clock=clock, progress=progress, desc="fine-tuning", max_steps=max_steps)
 
 
 def predict_proba(model: BertClassifier, inputs: dict, batch_size: int = 128, progress: bool = False) -> np.ndarray:
