@@ -158,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     impl.load_weights(model, saved)
     budget_steps, step_cost, overhead = plan_steps(list(np.diff([0.0] + probe["step_seconds"])), budget)
     n_train, epochs, max_steps = plan_passes(budget_steps, len(train_y), args.batch_size, args.max_epochs, args.train_examples)
-    passes = (max_steps or epochs * math.ceil(n_train / args.batch_size)) / math.ceil(n_train / args.batch_size)
+    per_pass = math.ceil(n_train / args.batch_size)
+    planned = max_steps or epochs * per_pass
+    passes = planned / per_pass
     print(f"training speed: {step_cost:.2f} s per step of {args.batch_size} ({args.clock} clock; one-off "
           f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min: {passes:.2f} pass(es) planned", flush=True)
     if n_train < len(train_y):
@@ -189,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         "epochs_planned": epochs,
         "passes_planned": round(passes, 3),
         "train_steps": steps,
-        "planned_steps": int(max_steps or epochs * np.ceil(len(train_y) / args.batch_size)),
+        "planned_steps": int(planned),
         "train_examples_per_second": round(min(steps * args.batch_size, epochs * len(train_y)) / train_seconds, 2),
         "eval_examples_per_second": round(eval_rate, 2),
         "eval_examples_per_second_before": round(eval_rate_before, 2),

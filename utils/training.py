@@ -26,6 +26,7 @@ batch.
 """
 from __future__ import annotations
 
+import math
 import time
 from typing import Callable
 
@@ -66,6 +67,13 @@ def batch_order(n: int, batch_size: int, rng: np.random.Generator, lengths: np.n
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
         batches += [chunk[j : j + batch_size] for j in range(0, len(chunk), batch_size)]
     return [batches[k] for k in rng.permutation(len(batches))]
+
+
+def planned_steps(n: int, batch_size: int, epochs: int, max_steps: int | None = None) -> int:
+    """The steps a run of ``epochs`` passes over ``n`` rows makes, at most ``max_steps``:
+    what a learning-rate schedule is planned for (``train_loop`` stops at ``max_steps``)."""
+    steps = math.ceil(n / check_positive_int("batch_size", batch_size)) * check_positive_int("epochs", epochs)
+    return steps if max_steps is None else min(steps, check_positive_int("max_steps", max_steps))
 
 
 def train_loop(
@@ -119,7 +127,7 @@ def train_loop(
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     draw = batches or (lambda g: batch_order(int(n), batch_size, g))
     history: dict[str, list] = {key: [] for key in HISTORY_KEYS}
-    start, i, out_of_time = clock(), 0, False
+    start, i, out_of_budget = clock(), 0, False
     bar = None  # made once the first epoch's batches are drawn: then its total, and its time estimate, are known
     try:
         for epoch in range(epochs):
@@ -143,7 +151,7 @@ def train_loop(
                 bar.update(1)
                 bar.set_postfix(epoch=f"{epoch + 1}/{epochs}", loss=f"{total / rows:.4f}", refresh=False)
                 if (max_seconds is not None and history["step_seconds"][-1] > max_seconds) or i == max_steps:
-                    out_of_time = True  # out of time, or of steps
+                    out_of_budget = True  # out of time, or of steps
                     break
             history["loss"].append(total / max(rows, 1))
             history["seconds"].append(clock() - start)
@@ -153,7 +161,7 @@ def train_loop(
             stop = bool(extra.pop("stop", False))
             for key, value in extra.items():
                 history.setdefault(key, []).append(value.item() if isinstance(value, np.generic) else value)
-            if stop or out_of_time:
+            if stop or out_of_budget:
                 break
     finally:
         if bar is not None:

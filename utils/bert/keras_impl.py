@@ -10,7 +10,6 @@ Labels that no loss counts are -100 (``IGNORE_INDEX``), as in the PyTorch twin.
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any, Callable, Sequence
@@ -26,8 +25,7 @@ from keras import ops  # noqa: E402
 
 from utils.transformer.keras_impl import EncoderBlock, LayerNorm, Linear, _Dropout, export_weights, load_weights  # noqa: E402
 
-from utils.checks import check_positive_int  # noqa: E402
-from utils.training import batch_order, train_loop  # noqa: E402
+from utils.training import batch_order, planned_steps, train_loop  # noqa: E402
 
 from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule  # noqa: E402
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir  # noqa: E402
@@ -528,10 +526,7 @@ def fine_tune(
     if bucket and "padding_mask" not in inputs:
         raise ValueError(f"inputs: bucket=True sorts rows by length and needs 'padding_mask', got keys {sorted(inputs)}")
     lengths = np.asarray(inputs["padding_mask"]).sum(axis=1) if bucket else None  # (N,) real tokens
-    total_steps = math.ceil(n / batch_size) * epochs
-    if max_steps is not None:
-        total_steps = min(total_steps, check_positive_int("max_steps", max_steps))
-    optimizer, schedule = make_optimizer(model, peak_lr, total_steps, warmup_fraction)
+    optimizer, schedule = make_optimizer(model, peak_lr, planned_steps(n, batch_size, epochs, max_steps), warmup_fraction)
     compiled = _compiled_step(model, optimizer)
 
     def step(idx: np.ndarray, lr: float) -> float:

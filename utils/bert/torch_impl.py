@@ -9,7 +9,6 @@ F d_ff, V vocabulary size, C classes, L layers, N examples. Masks: ``padding_mas
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 from typing import Any, Callable, Sequence
@@ -20,8 +19,7 @@ from torch import nn
 
 from utils.transformer.torch_impl import EncoderBlock, LayerNorm, Linear, export_weights, load_weights
 
-from utils.checks import check_positive_int
-from utils.training import batch_order, train_loop
+from utils.training import batch_order, planned_steps, train_loop
 
 from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir
@@ -448,10 +446,7 @@ def fine_tune(
     if bucket and "padding_mask" not in inputs:
         raise ValueError(f"inputs: bucket=True sorts rows by length and needs 'padding_mask', got keys {sorted(inputs)}")
     lengths = np.asarray(inputs["padding_mask"]).sum(axis=1) if bucket else None  # (N,) real tokens
-    total_steps = math.ceil(n / batch_size) * epochs
-    if max_steps is not None:
-        total_steps = min(total_steps, check_positive_int("max_steps", max_steps))
-    optimizer, schedule = make_optimizer(model, peak_lr, total_steps, warmup_fraction)
+    optimizer, schedule = make_optimizer(model, peak_lr, planned_steps(n, batch_size, epochs, max_steps), warmup_fraction)
     device = _device(model)
 
     def step(idx: np.ndarray, lr: float) -> float:
