@@ -616,11 +616,19 @@ def test_bucketed_fine_tuning_twins_agree_and_the_clock_stops_it() -> None:
 def test_benchmark_plans_from_the_training_speed() -> None:
     from benchmarks.bert_finetune import plan_steps
 
-    # steps of 0.5 s, one of them 6 s (a Keras trace for a new batch width): 5.5 s one-off
-    steps, step, overhead = plan_steps([0.5, 6.0, 0.5, 0.5], budget_seconds=60.0)
+    # warm steps of 0.5 s; the cold pass paid a 6 s trace for a new batch width: 5.5 s one-off
+    steps, step, overhead = plan_steps([0.5, 6.0, 0.5, 0.5], [0.5, 0.5, 0.5, 0.5], budget_seconds=60.0)
     assert step == pytest.approx(0.5) and overhead == pytest.approx(5.5) and steps == 109
-    with pytest.raises(ValueError, match="step_seconds"):
-        plan_steps([], 60.0)
+    # traces only a little slower than a step (1.2 s): one-off costs still, not a slower step
+    # (the cold pass alone would give a 0.85 s step and plan 70 steps instead of 117)
+    steps, step, overhead = plan_steps([1.2, 0.5, 1.2, 0.5], [0.5, 0.5, 0.5, 0.5], budget_seconds=60.0)
+    assert step == pytest.approx(0.5) and overhead == pytest.approx(1.4) and steps == 117
+    # a stray pause in the warm pass is left out of the typical step
+    assert plan_steps([0.5] * 4, [0.5, 0.5, 0.5, 9.0], budget_seconds=60.0)[1] == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="warm"):
+        plan_steps([0.5], [], 60.0)
+    with pytest.raises(ValueError, match="cold"):
+        plan_steps([-1.0], [0.5], 60.0)
 
 
 def test_benchmark_plans_passes_with_a_last_one_cut_short() -> None:
@@ -664,5 +672,6 @@ def test_benchmark_runs_on_a_labelled_file_pair(tmp_path: Path) -> None:
     # 30 CPU seconds hold more than one pass over 20 snippets: at most --max-epochs (3)
     assert result["eval_examples"] == 10 and result["train_set_size"] == 20 and 1 <= result["epochs_planned"] <= 3, result
     assert result["train_steps"] == result["planned_steps"] == round(result["passes_planned"] * 5), result
-    assert result["probe"]["steps"] == 5 and result["budget_clock"] == "cpu" and result["settings"]["bucket"] is True
+    # the probe: the 5 batches twice, cold then warm
+    assert result["probe"]["steps"] == 10 and result["probe"]["passes"] == 2 and result["budget_clock"] == "cpu" and result["settings"]["bucket"] is True
     assert 0.0 <= result["accuracy"] <= 1.0 and result["train_examples_per_second"] > 0
