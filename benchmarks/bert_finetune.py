@@ -16,13 +16,13 @@ time), is planned from the measured training speed: ``PROBE_STEPS`` training
 steps run twice on a copy of the starting weights (restored afterwards); the
 second time, when every batch width has been seen, gives the typical step cost
 (``--clock``), the first time's extra the one-off cost; they set how many steps
-fit, and ``PLAN_MARGIN`` of
-them are planned: less than a pass trains once over the first examples; more
-makes passes over the whole training set (up to ``--max-epochs``), the last one
-cut short where the budget ends. The learning-rate schedule is planned for
-exactly those steps, so the warm-up and decay complete inside the budget; a hard
-stop at ``--minutes`` guards against a wrong estimate. ``--pooling`` picks the classifier's sentence vector: "mean" (the
-average of the token vectors, what all-MiniLM-L6-v2 was trained for; the
+fit, and ``PLAN_MARGIN`` of them are planned: less than a pass trains once over
+the first examples; more makes passes over the whole training set (up to
+``--max-epochs``), the last one cut short where the budget ends. The
+learning-rate schedule is planned for exactly those steps, so the warm-up and
+decay complete inside the budget; a hard stop at ``--minutes`` guards against a
+wrong estimate. ``--pooling`` picks the classifier's sentence vector: "mean"
+(the average of the token vectors, what all-MiniLM-L6-v2 was trained for; the
 default) or "cls" (BERT's pooler on [CLS]).
 
 Prints the eval accuracy before (new head) and after fine-tuning, the examples
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from utils import runtime
+    from utils.training import planned_steps
     from utils.bert.weights import load_tokenizer
     from utils.data import sentiment
 
@@ -166,9 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     probe_pass = math.ceil(probe_n / args.batch_size)
     budget_steps, step_cost, overhead = plan_steps(list(probe_steps[:probe_pass]), list(probe_steps[probe_pass:]), budget)
     n_train, epochs, max_steps = plan_passes(budget_steps, len(train_y), args.batch_size, args.max_epochs, args.train_examples)
-    per_pass = math.ceil(n_train / args.batch_size)
-    planned = max_steps or epochs * per_pass
-    passes = planned / per_pass
+    planned = planned_steps(n_train, args.batch_size, epochs, max_steps)
+    passes = planned / math.ceil(n_train / args.batch_size)
     print(f"training speed: {step_cost:.2f} s per step of {args.batch_size} ({args.clock} clock; one-off "
           f"{overhead:.1f} s); {budget_steps} steps fit in {args.minutes:g} min: {passes:.2f} pass(es) planned", flush=True)
     if n_train < len(train_y):
@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                           max_steps=max_steps)
     train_seconds = clock() - t0
     steps = len(hist["batch_loss"])
+    seen = min(steps * args.batch_size, epochs * len(train_y))  # examples seen (about: the last batch may be short)
     t0 = clock()
     probs = impl.predict_proba(model, evaluation, progress=True)
     eval_rate = len(eval_y) / (clock() - t0)
@@ -194,13 +195,13 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": round(seconds, 1),
         "train_seconds": round(train_seconds, 1),
         "budget_clock": args.clock,
-        "train_examples": int(min(steps * args.batch_size, epochs * len(train_y))),  # examples seen (about)
+        "train_examples": int(seen),
         "train_set_size": int(len(train_y)),
         "epochs_planned": epochs,
         "passes_planned": round(passes, 3),
         "train_steps": steps,
         "planned_steps": int(planned),
-        "train_examples_per_second": round(min(steps * args.batch_size, epochs * len(train_y)) / train_seconds, 2),
+        "train_examples_per_second": round(seen / train_seconds, 2),
         "eval_examples_per_second": round(eval_rate, 2),
         "eval_examples_per_second_before": round(eval_rate_before, 2),
         "probe": {"steps": len(probe["batch_loss"]), "passes": 2, "step_seconds": round(step_cost, 3), "one_off_seconds": round(overhead, 1),
