@@ -37,7 +37,6 @@ pytestmark = [pytest.mark.xdist_group("book"), pytest.mark.notebook]
 LESSON = "01_soft_attention"
 SHOTS = ROOT / "build" / "book-screenshots"
 CELL_TIMEOUT_S = 60
-BUILD_BUDGET_S = 180  # cold: two smoke notebooks + Sphinx took ~40-55 s on the loaded 2-core machine
 
 
 def _skip_or_fail(message: str) -> None:
@@ -52,13 +51,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if missing:
         _skip_or_fail(f"book test: {missing}")
     work = tmp_path_factory.mktemp("book")
-    start = time.perf_counter()
     # A cell of lesson 1 in the smoke profile takes seconds: a 60-second cell timeout turns the
     # rare stall (the kernel idle, the cell's reply never read) into a quick retry, not 20 minutes.
     result = book.build("smoke", [LESSON], work=work, cache=ROOT / "build" / "book" / "executed", pin_threads=True,
                         timeout=CELL_TIMEOUT_S, log=lambda _: None)
-    seconds = time.perf_counter() - start
-    assert seconds < BUILD_BUDGET_S, f"the lesson-1 book took {seconds:.0f} s to build (budget {BUILD_BUDGET_S} s)"
     out = result["out"]
     (out / ".local-mathjax").write_text("yes" if (out / "_static" / "mathjax" / "tex-chtml.js").exists() else "no")
     return out

@@ -388,9 +388,8 @@ def test_a_notebook_budget_caps_slow_cells(small_course, tmp_path) -> None:
         slow.cells.insert(first, nbformat.v4.new_code_cell("import time\ntime.sleep(9)"))
     gs.write_submission(course, AID, "slow", slow)
     limits = sandbox.Limits(budget_s=30, cell_timeout_s=10)
-    started = time.monotonic()
     results = {r.student: r for r in grade(AID, course, jobs=1, limits=limits)}
-    assert time.monotonic() - started < 30 + 30 + 60  # budget, grace, replay and bookkeeping
+    # the note comes from the budget itself (8 cells of 9 s would otherwise all run, 72 s > 30 s)
     r = results["slow"]
     assert "30 s budget" in r.note and r.score < r.max_score, (r.score, r.note)
 

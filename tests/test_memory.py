@@ -6,6 +6,8 @@ short training run in each framework on simulated bAbI task 1.
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -353,6 +355,16 @@ def test_memn2n_benchmark_runs_keeps_the_lowest_validation_error_and_resumes(tmp
     from benchmarks import memn2n as bench
 
     folder = babi_sim.write_simulated(tmp_path / "babi", tasks=(1,), n_train=200, n_test=100, seed=0)
+    # The benchmark's own clocks, faked: each reading is half a second after the last, so the
+    # recorded seconds are exact on any machine (a real smoke run can round to 0.0).
+    clock = {"perf": 0.0, "cpu": 0.0}
+
+    def tick(name: str) -> float:
+        clock[name] += 0.5
+        return clock[name]
+
+    monkeypatch.setattr(bench, "time", SimpleNamespace(perf_counter=lambda: tick("perf"),
+                                                       process_time=lambda: tick("cpu")))
     out = tmp_path / "memn2n_pytorch.json"
     common = ["--framework", "pytorch", "--babi-dir", str(folder), "--tasks", "1", "--json", str(out),
               "--linear-epochs", "1", "--embed-dim", "8", "--memory-size", "10"]
@@ -361,7 +373,7 @@ def test_memn2n_benchmark_runs_keeps_the_lowest_validation_error_and_resumes(tmp
     assert [r["seed"] for r in runs] == [0, 1] or runs[0]["valid_error"] == 0, runs
     kept = min(runs, key=lambda r: (r["valid_error"], r["seed"]))
     assert first["tasks"]["1"]["test_error"] == kept["test_error"] and first["mean_error"] == kept["test_error"]
-    assert first["tasks"]["1"]["cpu_seconds"] > 0 and out.exists()
+    assert first["tasks"]["1"]["cpu_seconds"] == 0.5 and first["cpu_seconds"] == 0.5 and out.exists()
     # a task ends at a run with 0% validation error: no later run could be kept
     assert bench.solved([{"valid_error": 3.0}, {"valid_error": 0.0}]) and not bench.solved([{"valid_error": 0.5}])
     with pytest.raises(SystemExit, match="other settings"):
@@ -369,7 +381,8 @@ def test_memn2n_benchmark_runs_keeps_the_lowest_validation_error_and_resumes(tmp
     again = bench.main(common + ["--runs", "3", "--epochs", "1", "--resume"])
     n_runs = len(again["tasks"]["1"]["runs"])
     assert n_runs == (len(runs) if bench.solved(runs) else 3), again["tasks"]["1"]["runs"]
-    assert again["tasks"]["1"]["cpu_seconds"] >= first["tasks"]["1"]["cpu_seconds"]  # the seconds add up
+    # the seconds add up over the resumed runs (a solved task is not run again)
+    assert again["tasks"]["1"]["cpu_seconds"] == (0.5 if bench.solved(runs) else 1.0), again["tasks"]["1"]
     assert [r["seed"] for r in again["tasks"]["1"]["runs"]][: len(runs)] == [r["seed"] for r in runs]  # kept
     by_train = bench.keep(again["tasks"]["1"]["runs"], "train_error")["test_error"]
     assert again["kept_by_train_error"] == {"mean_error": by_train, "failed_tasks": int(by_train > 5.0)}
