@@ -282,8 +282,9 @@ def static_lesson(nb, lesson: str, framework: str) -> None:
     other = next(fw for fw in FRAMEWORK_NAMES if fw != framework)
     cells = []
     for cell in nb.cells:
-        if cell.cell_type == "code" and "colab-setup" in cell.get("metadata", {}).get("tags", []):
-            continue  # does nothing outside Colab
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell.cell_type == "code" and ("colab-setup" in tags or "checks" in tags):
+            continue  # the Colab cell does nothing outside Colab; the checks cell is for the tests
         cells.append(cell)
         if cell.cell_type != "code":
             continue
