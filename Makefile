@@ -14,7 +14,7 @@ PROFILE ?= cpu
 LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
 
-.PHONY: install lab test assignments grade bench compat clean-grading book book-deps
+.PHONY: install lab test assignments grade feedback bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -44,7 +44,14 @@ assignments: install
 #   make grade ASSIGNMENT=01_soft_attention_pytorch [JOBS=N] [UNSAFE=1]
 grade: install
 	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id> [JOBS=N]  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
-	$(RUN) -m tools.grade "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe)
+	$(RUN) -m grader "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe)
+
+# After grading the written answers by hand in nbgrader's formgrader: the final CSV and feedback
+# pages (with your comments), from the gradebook; no notebook runs again.
+#   make feedback ASSIGNMENT=07_bert_pytorch
+feedback: install
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make feedback ASSIGNMENT=<id>"; exit 2; }
+	$(RUN) -m grader "$(ASSIGNMENT)" --after-hand-grading $(if $(JOBS),--jobs $(JOBS))
 
 # Quality and speed runs too long for CI; results are recorded under benchmarks/.
 bench: install

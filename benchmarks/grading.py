@@ -8,7 +8,7 @@ assignment's mutants), 10% blank, 10% broken (an exception, a dead kernel, not
 JSON), 15% hostile with blank answers (patched checks, an IPython hook that
 turns the tests into ``pass``, a process bomb), so any point they get is stolen. The same folder is graded by ``nbgrader autograde``
 then ``generate_feedback`` (unsandboxed, in-kernel verdicts: the baseline) and by
-``tools.grade`` (which also writes the feedback) with each
+``python -m grader`` (which also writes the feedback) with each
 ``--jobs`` value. Reported: seconds and submissions per minute for each, and
 the sandbox's cost over the baseline at one job.
 """
@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests import grading_support as gs  # noqa: E402
-from tools.grade import grade  # noqa: E402
+from grader.grade import grade  # noqa: E402
 
 HOSTILE = {
     "patched_checks": ("import numpy, utils.grading as g\nnumpy.allclose = lambda *a, **k: True\n"
@@ -126,20 +126,20 @@ def main(argv: list[str] | None = None) -> dict:
             by_kind: dict[str, list[float]] = {}
             for r in results:
                 by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
-            runs[f"tools_grade_jobs{jobs}"] = {
+            runs[f"grader_jobs{jobs}"] = {
                 "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
                 "graded": len(results), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1),
                 "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
             }
-            print(f"tools.grade --jobs {jobs}", runs[f"tools_grade_jobs{jobs}"], flush=True)
+            print(f"grader --jobs {jobs}", runs[f"grader_jobs{jobs}"], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = {"assignment": args.assignment, "count": args.count, "cell_timeout_s": args.timeout,
            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": os.getloadavg(), "runs": runs}
-    if "nbgrader_autograde" in runs and "tools_grade_jobs1" in runs:
-        out["sandbox_cost_at_jobs1"] = round(runs["tools_grade_jobs1"]["seconds"] / runs["nbgrader_autograde"]["seconds"] - 1, 3)
-    if "tools_grade_jobs1" in runs and "tools_grade_jobs2" in runs:
-        out["speedup_jobs2"] = round(runs["tools_grade_jobs1"]["seconds"] / runs["tools_grade_jobs2"]["seconds"], 2)
+    if "nbgrader_autograde" in runs and "grader_jobs1" in runs:
+        out["sandbox_cost_at_jobs1"] = round(runs["grader_jobs1"]["seconds"] / runs["nbgrader_autograde"]["seconds"] - 1, 3)
+    if "grader_jobs1" in runs and "grader_jobs2" in runs:
+        out["speedup_jobs2"] = round(runs["grader_jobs1"]["seconds"] / runs["grader_jobs2"]["seconds"], 2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

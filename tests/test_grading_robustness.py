@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from tests import grading_support as gs
-from tools import sandbox
-from tools.grade import grade
+from grader import sandbox
+from grader.grade import grade
 
 AID = "01_soft_attention_pytorch"
 pytestmark = [pytest.mark.grading, pytest.mark.xdist_group("robustness")]

@@ -1,4 +1,4 @@
-"""The whole nbgrader workflow through nbgrader's own exchange, with ``tools.grade`` in the middle.
+"""The whole nbgrader workflow through nbgrader's own exchange, with ``python -m grader`` in the middle.
 
 release -> fetch -> submit (three students, each with their own home folder) ->
 collect -> grade -> release feedback -> fetch feedback -> export.
@@ -15,8 +15,8 @@ import nbformat
 import pytest
 
 from tests import grading_support as gs
-from tools import sandbox
-from tools.grade import grade
+from grader import sandbox
+from grader.grade import grade
 
 AID = "01_soft_attention_pytorch"
 COURSE_ID = "attention-course"
@@ -94,7 +94,7 @@ def test_grading_benchmark_runs(tmp_path) -> None:
 
     out = bench.main(["--assignment", AID, "--count", "4", "--jobs", "1", "--skip-nbgrader",
                       "--json", str(tmp_path / "g.json")])
-    run = out["runs"]["tools_grade_jobs1"]
+    run = out["runs"]["grader_jobs1"]
     assert run["graded"] == 4 and run["per_minute"] > 0
     assert run["mean_score_by_kind"]["correct"] == 12 and run["mean_score_by_kind"]["partial"] < 12
     assert (tmp_path / "g.json").exists()
