@@ -651,8 +651,11 @@ def write_feedback(course: Path, assignment: str, valid: list[str], results: dic
     def one(student: str) -> str:
         r = results[student]
         page = course / "feedback" / student / assignment / f"{assignment}.html"
-        # nbgrader's exchange (release_feedback) reads the submission's time beside each page
+        # nbgrader's exchange (release_feedback) reads the submission's time and secret beside each page
         write_atomic(page.parent / "timestamp.txt", f"{r.timestamp:%Y-%m-%d %H:%M:%S.%f} UTC")
+        secret = course / "autograded" / student / assignment / "submission_secret.txt"
+        if secret.is_file() and not secret.is_symlink():
+            write_atomic(page.parent / secret.name, secret.read_text(encoding="utf-8", errors="replace"))
         if r.status != "failed" and shown.get(student) is not None and recorded:
             answer = renderers.ask({"course": str(course), "assignment": assignment, "student": student,
                                     "notebook": str(course / "autograded" / student / assignment / f"{assignment}.ipynb"),
