@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import csv
+import hashlib
 import io
 import json
 import os
@@ -54,7 +55,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import pages, plan, reference, sandbox
+from grader import late, pages, plan, reference, sandbox
 from grader.feedback import write_atomic
 from grader.replay import clean_text
 from grader.workers import Workers, memory_limit, trusted_env
@@ -65,6 +66,7 @@ MAX_OWN_CELLS = 300  # cells a student added (beyond them: left out, with a note
 RUNNER_MEMORY = 4 * 1024**3  # the trusted runner process (it only relays the kernel's messages)
 REPLAY_TIMEOUT_S = 300.0  # deciding one notebook's tests (a test may train a tiny model)
 FEEDBACK_TIMEOUT_S = 60.0  # rendering one feedback page
+GRADER_VERSION = "2"  # part of each result's fingerprint: a new grader regrades everything
 
 
 @dataclass
@@ -77,6 +79,9 @@ class Result:
     tests: dict = field(default_factory=dict)  # grade_id -> (points, max points, message)
     # when it was submitted (naive UTC, as nbgrader keeps it)
     timestamp: datetime = field(default_factory=lambda: datetime.now(timezone.utc).replace(tzinfo=None))
+    penalty: float = 0.0  # late penalty (points off; the CSV's score is score - penalty)
+    fingerprint: str | None = None  # what the result depends on (grader.grade.fingerprint)
+    seconds: float = 0.0  # wall time of this student's grading
 
 
 def _meta(cell) -> dict:
@@ -459,8 +464,64 @@ def failure_page(assignment: str, result: Result) -> str:
         "Open your notebook, run Kernel > Restart & Run All, fix the first error, and submit again."], items)
 
 
+# --- the run -----------------------------------------------------------------------------------------
+
+
+def fingerprint(course: Path, assignment: str, student: str, inputs: bytes) -> str | None:
+    """What a student's result depends on: the submitted folder's files, the assignment's source and
+    release and the grading settings (``inputs``). None if the folder cannot be read."""
+    h = hashlib.sha256(inputs)
+    folder = course / "submitted" / student / assignment
+    try:
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+                h.update(path.name.encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def results_path(course: Path, assignment: str) -> Path:
+    return course / "grades" / f"{assignment}.json"
+
+
+def load_results(course: Path, assignment: str) -> dict[str, Result]:
+    """The last run's results (grades/<id>.json), keyed by the submission folder's name."""
+    path = results_path(course, assignment)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out = {}
+    for folder, row in data.get("students", {}).items():
+        r = Result(row["student"], row["score"], row["max_score"], row["status"], row["note"],
+                   {gid: tuple(t) for gid, t in row.get("tests", {}).items()},
+                   datetime.fromisoformat(row["timestamp"]))
+        r.penalty, r.fingerprint, r.seconds = row.get("penalty", 0.0), row.get("fingerprint"), row.get("seconds", 0.0)
+        out[folder] = r
+    return out
+
+
+def save_results(course: Path, assignment: str, results: dict[str, Result], meta: dict) -> None:
+    students = {folder: {"student": r.student, "score": r.score, "max_score": r.max_score, "status": r.status,
+                         "note": r.note, "tests": r.tests, "timestamp": r.timestamp.isoformat(),
+                         "penalty": r.penalty, "fingerprint": r.fingerprint, "seconds": r.seconds}
+                for folder, r in results.items()}
+    write_atomic(results_path(course, assignment), json.dumps({**meta, "students": students}, indent=1,
+                                                              ensure_ascii=False, default=str))
+
+
 def grade(assignment: str, course: Path = ROOT, timeout: int | None = None, jobs: int | None = None,
-          unsafe: bool = False, budget: float | None = None, limits: sandbox.Limits | None = None) -> list[Result]:
+          unsafe: bool = False, budget: float | None = None, limits: sandbox.Limits | None = None,
+          students: list[str] | None = None, force: bool = False, progress: bool = False,
+          scheduler: str | None = None) -> list[Result]:
+    """Grade the assignment's submissions; the results of every student, graded now or kept.
+
+    ``students`` grades only those (the others' rows stay as they were); without ``force``
+    a student whose submission, assignment and settings are unchanged since the last run
+    keeps that run's result. ``scheduler`` sends each student's grading to a Dask
+    scheduler at that address instead of local threads (grader/distributed.py).
+    """
     course = Path(course).resolve()
     source_path = course / "solutions" / assignment / f"{assignment}.ipynb"
     release_path = course / "assignments" / assignment / f"{assignment}.ipynb"
@@ -476,80 +537,85 @@ def grade(assignment: str, course: Path = ROOT, timeout: int | None = None, jobs
         policy = reference.policy_of(source, assignment)
     except (plan.PlanError, reference.PolicyError) as exc:
         raise SystemExit(f"{source_path}: {exc}") from None
-    workroot = Path(tempfile.mkdtemp(prefix="course-view-"))
-    os.chmod(workroot, 0o700)
-    try:
-        lib = reference.view(workroot / "lib", policy)
-        os.chmod(workroot, 0o711)  # the sandbox's uid reaches the library view, nothing else here
-        if not unsafe:
-            reason = sandbox.check(lib)
-            if reason:
-                raise SystemExit(f"cannot grade safely: {reason}.\nStudent code would run with your rights. "
-                                 "Install the sandbox, or pass --unsafe (make grade ... UNSAFE=1) to grade "
-                                 "without it (only for submissions you trust).")
-        return _grade_all(assignment, course, release, source, lib, workroot, timeout, jobs, unsafe, budget, limits)
-    finally:
-        shutil.rmtree(workroot, ignore_errors=True)
-
-
-def _grade_all(assignment, course, release, source, lib, workroot, timeout, jobs, unsafe, budget, limits):
     limits = limits or sandbox.Limits()
     if timeout:
         limits.cell_timeout_s = float(timeout)
     if budget:
         limits.budget_s = float(budget)
+    workroot = Path(tempfile.mkdtemp(prefix="course-view-"))
+    os.chmod(workroot, 0o700)
+    try:
+        lib = reference.view(workroot / "lib", policy)
+        os.chmod(workroot, 0o711)  # the sandbox's uid reaches the library view, nothing else here
+        if not unsafe and scheduler is None:  # a distributed worker checks its own sandbox
+            reason = sandbox.check(lib)
+            if reason:
+                raise SystemExit(f"cannot grade safely: {reason}.\nStudent code would run with your rights. "
+                                 "Install the sandbox, or pass --unsafe (make grade ... UNSAFE=1) to grade "
+                                 "without it (only for submissions you trust).")
+        settings = Settings(course, assignment, limits, unsafe, workroot, lib)
+        return _grade_all(settings, release, source, source_path, release_path, policy, jobs, students, force,
+                          progress, scheduler)
+    finally:
+        shutil.rmtree(workroot, ignore_errors=True)
+
+
+def _grade_all(settings: Settings, release, source, source_path: Path, release_path: Path, policy, jobs,
+               chosen: list[str] | None, force: bool, progress: bool, scheduler: str | None) -> list[Result]:
+    course, assignment, limits = settings.course, settings.assignment, settings.limits
+    started = time.monotonic()
     submitted = course / "submitted"
     students = sorted(name for name in (os.listdir(submitted) if submitted.is_dir() else [])
                       if (submitted / name / assignment).is_dir())
     if not students:
         raise SystemExit(f"no submissions of {assignment} under {submitted}/<student>/{assignment}/")
+    unknown = sorted(set(chosen or []) - set(students))
+    if unknown:
+        raise SystemExit(f"no submission of {assignment} from {unknown} under {submitted}/")
     jobs = max(1, jobs or os.cpu_count() or 1)
     log = io.StringIO()
-    results: dict[str, Result] = {}
-    shown: dict[str, object] = {}
-    valid = []
-    for student in students:
+    previous = load_results(course, assignment)
+    results: dict[str, Result] = {f: r for f, r in previous.items() if f in students}  # kept unless regraded
+    inputs = (source_path.read_bytes() + release_path.read_bytes() + GRADER_VERSION.encode()
+              + json.dumps(limits.__dict__, sort_keys=True).encode() + json.dumps(policy, sort_keys=True).encode())
+    to_grade = []
+    for student in (chosen or students):
         problem = id_problem(student)
-        if problem is None:
-            valid.append(student)
-        else:
+        if problem is not None:
             results[student] = Result(shown_id(student), status="failed", note=(
                 f"this submission cannot be graded under its folder name ({problem}): rename the folder "
                 f"submitted/{shown_id(student)} to the student's id and grade again"))
-    replays = Workers("grader.replay", REPLAY_TIMEOUT_S)
-    settings = Settings(course, assignment, limits, unsafe, workroot, lib)
-    slots = list(range(jobs))
-    slot_lock = threading.Lock()
+            continue
+        fp = fingerprint(course, assignment, student, inputs)
+        old = previous.get(student)
+        done = (course / "autograded" / student / assignment / f"{assignment}.ipynb").is_file() or (old and old.status == "failed")
+        if not force and not chosen and old is not None and fp is not None and old.fingerprint == fp and done:
+            log.write(f"{student}: unchanged since the last run, kept ({old.score:g} / {old.max_score:g})\n")
+            continue
+        to_grade.append((student, fp))
 
-    def task(student: str):
-        with slot_lock:
-            slot = slots.pop()
-        try:
-            return grade_one(student, settings, release, source, replays, slot)
-        finally:
-            with slot_lock:
-                slots.append(slot)
+    shown: dict[str, object] = {}
+    fresh: list[str] = []
+    if to_grade:
+        if scheduler:
+            from grader import distributed
 
-    try:
-        with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(task, s): s for s in valid}
-            for future in cf.as_completed(futures):
-                student = futures[future]
-                try:
-                    results[student], shown[student] = future.result()
-                except Exception as exc:  # noqa: BLE001 - a grader fault costs one student, not the run
-                    results[student] = Result(student, status="failed",
-                                              note=f"the grader failed on this notebook ({type(exc).__name__}: {str(exc)[:200]})")
-                    shown[student] = None
-                r = results[student]
-                log.write(f"{student}: {r.score:g} / {r.max_score:g} {r.status} {r.note}\n")
-    finally:
-        replays.close()
+            outcomes = distributed.grade_students(scheduler, settings, [s for s, _ in to_grade], progress)
+        else:
+            outcomes = _grade_locally(settings, release, source, [s for s, _ in to_grade], jobs, progress)
+        for (student, fp) in to_grade:
+            result, nb = outcomes[student]
+            result.fingerprint = fp if result.status != "failed" or nb is None else None
+            results[student], shown[student] = result, nb
+            fresh.append(student)
+            log.write(f"{student}: {result.score:g} / {result.max_score:g} {result.status} {result.note}\n")
 
-    # Record: gradebook, autograded notebooks, feedback, CSV.
+    # Record: gradebook, autograded notebooks, late penalties, feedback, CSV, the class report.
     problem = ensure_gradebook(course, assignment)
     manual = manual_cells(source)
     max_score = sum(float(_meta(c).get("points", 0)) for c in source.cells if _meta(c).get("grade"))
+    late_plugin, due = late.plugin(course), due_date(course, assignment) if problem is None else None
+    valid = [s for s in fresh if id_problem(s) is None]
     for student in valid:
         r = results[student]
         r.max_score = max_score
@@ -568,27 +634,95 @@ def _grade_all(assignment, course, release, source, lib, workroot, timeout, jobs
             try:
                 record_gradebook(course, assignment, r, manual)
                 settle(course, assignment, r, manual)
+                apply_late_penalty(course, assignment, r, late_plugin, due)
             except Exception as exc:  # noqa: BLE001 - e.g. another process holds the gradebook lock
                 problem = f"{type(exc).__name__}: {str(exc)[:200]}"
         if problem:
             r.note = "; ".join(x for x in (r.note, f"not recorded in the gradebook ({problem})") if x)
-    for r in results.values():
-        r.max_score = max_score
-    write_feedback(course, assignment, valid, results, shown, problem is None, jobs, log)
-    for student in students:  # every student gets a page, whatever their folder is called
+    for student in fresh:
+        results[student].max_score = max_score
+    # Late penalties of the students kept from the last run follow today's due date and plug-in too.
+    refresh = []
+    if problem is None:
+        for student, r in results.items():
+            if student not in fresh and r.status != "failed" and id_problem(student) is None:
+                before = r.penalty
+                try:
+                    apply_late_penalty(course, assignment, r, late_plugin, due)
+                except Exception as exc:  # noqa: BLE001 - e.g. a locked gradebook: the old penalty stays
+                    log.write(f"{student}: late penalty not updated ({type(exc).__name__})\n")
+                    continue
+                if r.penalty != before:
+                    refresh.append(student)
+                    shown[student] = True
+    write_feedback(course, assignment, valid + refresh, results, shown, problem is None, jobs, log)
+    for student in fresh:  # every student gets a page, whatever their folder is called
         if student not in valid:
             write_atomic(course / "feedback" / student / assignment / f"{assignment}.html",
                          failure_page(assignment, results[student]))
-
+    seconds = time.monotonic() - started
+    meta = {"assignment": assignment, "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "seconds": round(seconds, 1), "graded_now": len(fresh), "kept": len(results) - len(fresh),
+            "jobs": jobs, "scheduler": scheduler, "max_score": max_score}
+    save_results(course, assignment, results, meta)
     write_csv(course, assignment, results)
     write_atomic(course / "grades" / f"{assignment}.log", log.getvalue())
+    from grader import report
+
+    report.write_assignment_report(course, assignment, source, results, meta)
     return [results[k] for k in sorted(results)]
 
 
-CSV_COLUMNS = ["student", "score", "max_score", "status", "note"]
+def _grade_locally(settings: Settings, release, source, students: list[str], jobs: int,
+                   progress: bool) -> dict[str, tuple[Result, object]]:
+    """Each student on a thread of their own (at most ``jobs`` at once), with a progress bar."""
+    replays = Workers("grader.replay", REPLAY_TIMEOUT_S)
+    slots = list(range(jobs))
+    slot_lock = threading.Lock()
+    outcomes: dict[str, tuple[Result, object]] = {}
+
+    def task(student: str):
+        with slot_lock:
+            slot = slots.pop()
+        began = time.monotonic()
+        try:
+            result, nb = grade_one(student, settings, release, source, replays, slot)
+            result.seconds = round(time.monotonic() - began, 1)
+            return result, nb
+        finally:
+            with slot_lock:
+                slots.append(slot)
+
+    bar = progress_bar(len(students), progress, settings.assignment)
+    try:
+        with cf.ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(task, s): s for s in students}
+            for future in cf.as_completed(futures):
+                student = futures[future]
+                try:
+                    outcomes[student] = future.result()
+                except Exception as exc:  # noqa: BLE001 - a grader fault costs one student, not the run
+                    outcomes[student] = (Result(student, status="failed", note=(
+                        f"the grader failed on this notebook ({type(exc).__name__}: {str(exc)[:200]})")), None)
+                bar.update(1)
+    finally:
+        bar.close()
+        replays.close()
+    return outcomes
+
+
+def progress_bar(total: int, shown: bool, assignment: str):
+    """tqdm's bar (with its estimate of the time left) on stderr, or a silent stand-in."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"grading {assignment}", unit="student", disable=not shown, file=sys.stderr)
+
+
+CSV_COLUMNS = ["student", "score", "max_score", "late_penalty", "status", "note"]
 
 
 def write_csv(course: Path, assignment: str, results: dict[str, Result]) -> None:
+    """grades/<id>.csv: the score after any late penalty (shown beside it)."""
     grades = course / "grades"
     if grades.exists() and not grades.is_dir():
         grades.unlink()
@@ -597,8 +731,34 @@ def write_csv(course: Path, assignment: str, results: dict[str, Result]) -> None
     writer.writerow(CSV_COLUMNS)
     for key in sorted(results):
         r = results[key]
-        writer.writerow([r.student, f"{r.score:g}", f"{r.max_score:g}", r.status, r.note])
+        writer.writerow([r.student, f"{r.score - r.penalty:g}", f"{r.max_score:g}", f"{r.penalty:g}", r.status, r.note])
     write_atomic(grades / f"{assignment}.csv", out.getvalue())
+
+
+def due_date(course: Path, assignment: str) -> datetime | None:
+    """The assignment's due date from the gradebook (naive UTC), if it has one."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    try:
+        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+            return gb.find_assignment(assignment).duedate
+    except MissingEntry:
+        return None
+
+
+def apply_late_penalty(course: Path, assignment: str, r: Result, late_plugin, due: datetime | None) -> None:
+    """The course's late-submission plug-in's penalty, in the result and in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    points, seconds = late.penalty(late_plugin, r.student, r.score, r.timestamp, due)
+    r.penalty = points
+    r.note = re.sub(r"(; )?submitted [0-9.]+ day\(s\) late: [0-9.]+ point\(s\) off", "", r.note).strip("; ")
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook(assignment, assignment, r.student)
+        notebook.late_submission_penalty = points or None
+        gb.db.commit()
+    if points:
+        r.note = "; ".join(x for x in (r.note, f"submitted {seconds / 86_400:.1f} day(s) late: {points:g} point(s) off") if x)
 
 
 def after_hand_grading(assignment: str, course: Path = ROOT, jobs: int | None = None) -> list[Result]:
@@ -607,38 +767,39 @@ def after_hand_grading(assignment: str, course: Path = ROOT, jobs: int | None = 
     course = Path(course).resolve()
     source = nbformat.read(course / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
     manual = manual_cells(source)
-    table = course / "grades" / f"{assignment}.csv"
-    if not table.is_file():
-        raise SystemExit(f"no {table}: grade the assignment first (make grade ASSIGNMENT={assignment})")
+    results = load_results(course, assignment)
+    if not results:
+        raise SystemExit(f"no {results_path(course, assignment)}: grade the assignment first "
+                         f"(make grade ASSIGNMENT={assignment})")
     from nbgrader.api import Gradebook
 
-    results: dict[str, Result] = {}
+    late_plugin, due = late.plugin(course), due_date(course, assignment)
     shown: dict[str, object] = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
-        for row in csv.DictReader(table.open(encoding="utf-8")):
-            sid = row["student"]
-            note = re.sub(r"(; )?hand grading pending \([^)]*\): the score is provisional", "", row["note"]).strip("; ")
-            r = Result(sid, max_score=float(row["max_score"]), status="failed" if row["status"] == "failed" else "graded",
-                       note=note)
-            notebook = course / "autograded" / sid / assignment / f"{assignment}.ipynb"
-            stamp = notebook.parent / "timestamp.txt"
-            if stamp.is_file():
-                from nbgrader.utils import parse_utc
-
-                r.timestamp = parse_utc(stamp.read_text().strip()).replace(tzinfo=None)
-            if r.status != "failed" and notebook.is_file():
-                auto = [_meta(c)["grade_id"] for c in source.cells if _meta(c).get("grade") and not _meta(c).get("solution")]
-                for gid in auto:
-                    grade = gb.find_grade(gid, assignment, assignment, sid)
-                    r.tests[gid] = (float(grade.score), float(grade.max_score), "")
-                shown[sid] = True
-                settle(course, assignment, r, manual)
-            else:
-                r.score = float(row["score"])
-            results[sid] = r
-    graded = [sid for sid in results if shown.get(sid)]
+        for folder, r in results.items():
+            r.note = re.sub(r"(; )?(hand grading pending \([^)]*\): the score is provisional"
+                            r"|submitted [0-9.]+ day\(s\) late: [0-9.]+ point\(s\) off)", "", r.note).strip("; ")
+            if r.status == "failed" or not (course / "autograded" / folder / assignment / f"{assignment}.ipynb").is_file():
+                continue
+            for gid in list(r.tests):
+                grade = gb.find_grade(gid, assignment, assignment, folder)
+                r.tests[gid] = (float(grade.score), float(grade.max_score), r.tests[gid][2])
+            r.score = sum(t[0] for t in r.tests.values())
+            shown[folder] = True
+    for folder, r in results.items():
+        if shown.get(folder):
+            settle(course, assignment, r, manual)
+            apply_late_penalty(course, assignment, r, late_plugin, due)
+    graded = [folder for folder in results if shown.get(folder)]
     write_feedback(course, assignment, graded, results, shown, True, max(1, jobs or os.cpu_count() or 1), io.StringIO())
+    meta = json.loads(results_path(course, assignment).read_text(encoding="utf-8"))
+    meta.pop("students", None)
+    meta["hand_grades_read_at"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    save_results(course, assignment, results, meta)
     write_csv(course, assignment, results)
+    from grader import report
+
+    report.write_assignment_report(course, assignment, source, results, meta)
     return [results[k] for k in sorted(results)]
 
 
@@ -682,6 +843,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=None, help="seconds one cell may run (default 90)")
     parser.add_argument("--budget", type=float, default=None, help="seconds the whole notebook may run (default 300)")
     parser.add_argument("--unsafe", action="store_true", help="grade without the sandbox (trusted submissions only)")
+    parser.add_argument("--student", action="append", default=None,
+                        help="grade only this student (repeat for several); the others' rows stay")
+    parser.add_argument("--force", action="store_true",
+                        help="grade again submissions that have not changed since the last run")
+    parser.add_argument("--scheduler", default=None,
+                        help="a Dask scheduler's address (tcp://host:8786): grade on its workers")
     parser.add_argument("--course", type=Path, default=ROOT, help="the course folder (default: the one holding this grader)")
     parser.add_argument("--after-hand-grading", action="store_true",
                         help="write the final CSV and feedback pages from the gradebook (after grading by hand "
@@ -691,10 +858,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.after_hand_grading:
         results = after_hand_grading(args.assignment, args.course, args.jobs)
     else:
-        results = grade(args.assignment, args.course, args.timeout, args.jobs, args.unsafe, args.budget)
+        results = grade(args.assignment, args.course, args.timeout, args.jobs, args.unsafe, args.budget,
+                        students=args.student, force=args.force, progress=sys.stderr.isatty(),
+                        scheduler=args.scheduler)
     width = max(len(r.student) for r in results)
     for r in results:
-        print(f"{r.student:<{width}}  {r.score:>5g} / {r.max_score:<5g} {r.status:<7} {r.note}")
+        print(f"{r.student:<{width}}  {r.score - r.penalty:>5g} / {r.max_score:<5g} {r.status:<11} {r.note}")
     print(f"{len(results)} submissions in {time.monotonic() - start:.0f} s; "
-          f"grades: {args.course / 'grades' / (args.assignment + '.csv')}; feedback: {args.course / 'feedback'}")
+          f"grades: {args.course / 'grades' / (args.assignment + '.csv')}; report: "
+          f"{args.course / 'grades' / (args.assignment + '-report.html')}; feedback: {args.course / 'feedback'}")
     return 0

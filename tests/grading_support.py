@@ -25,6 +25,9 @@ def nbgrader_env() -> dict:
     # nbgrader runs `alembic` from the environment's bin folder when it creates a gradebook
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.update(COURSE_PROFILE="smoke", COURSE_THREADS="1", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    # nbgrader runs in a throw-away course folder; the course's plug-ins (grader.late, grader.export)
+    # are importable as they are from the real course folder
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
