@@ -412,13 +412,13 @@ def _ensure_built(layer: keras.layers.Layer) -> None:
             f"layer: expected an Encoder, DecoderAttention, Decoder or Seq2Seq, got {type(layer).__name__}")
     if layer.built:
         return
-    one = ops.ones((1, 1), dtype="int32")
+    ids = ops.ones((1, 2), dtype="int32")  # two positions: a softmax over one would draw a Keras warning
     if isinstance(layer, Seq2Seq):
-        layer(one, one)
+        layer(ids, ids)
     elif isinstance(layer, Encoder):
-        layer(one)
+        layer(ids)
     elif isinstance(layer, Decoder):
-        layer(one, ops.zeros((1, 1, layer._d_enc)), ops.zeros((1, layer._d_enc)))
+        layer(ids, ops.zeros((1, 2, layer._d_enc)), ops.zeros((1, layer._d_enc)))
 
 
 def _weight_table(layer: keras.layers.Layer) -> dict[str, tuple[Any, int | None, bool]]:
