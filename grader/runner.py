@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -193,7 +194,8 @@ async def run(job: dict, out: Path) -> dict:
             return cell
 
         try:
-            async with client.async_setup_kernel(stdout=log, stderr=log):
+            extra = {"cwd": str(conn_dir)} if job.get("unsafe") else {}  # never the course folder
+            async with client.async_setup_kernel(stdout=log, stderr=log, **extra):
                 result["state"] = "running"
                 for item in job["cells"]:
                     if limits.budget_s - (time.monotonic() - start) <= 1:
@@ -232,9 +234,7 @@ async def run(job: dict, out: Path) -> dict:
             result["log"] = fh.read().decode("utf-8", "replace")
     except OSError:
         pass
-    for leftover in conn_dir.iterdir():
-        leftover.unlink()
-    conn_dir.rmdir()
+    shutil.rmtree(conn_dir, ignore_errors=True)
     _write(out, result)
     return result
 

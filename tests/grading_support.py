@@ -70,12 +70,13 @@ def significant_lines(text: str) -> set[str]:
     return {line for line in lines if len(line) >= 12 and not line.startswith("#")}
 
 
-def student_fill(source_nb) -> dict[str, str]:
-    """What a student who solved everything writes into each solution cell (marker lines dropped)."""
+def student_fill(source_nb, written: bool = False) -> dict[str, str]:
+    """What a student who solved everything writes into each solution cell (marker lines dropped);
+    with ``written``, also their answers in the hand-graded markdown cells."""
     fills = {}
     for cell in source_nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and cell.cell_type == "code":
+        if meta.get("solution") and (cell.cell_type == "code" or written):
             fills[meta["grade_id"]] = "\n".join(
                 line for line in cell.source.splitlines()
                 if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION)

@@ -54,7 +54,7 @@ def graded(request, tmp_path_factory) -> dict:
     release_nb = nbformat.read(release_path, as_version=4)
 
     fills = gs.student_fill(source_nb)
-    gs.write_submission(course, assignment, "solution", gs.fill_release(release_nb, fills))
+    gs.write_submission(course, assignment, "solution", gs.fill_release(release_nb, gs.student_fill(source_nb, written=True)))
     gs.write_submission(course, assignment, "release", release_nb)
     mutants = load_mutants(assignment)
     for i, m in enumerate(mutants):
