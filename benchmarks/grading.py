@@ -43,6 +43,24 @@ HOSTILE = {
 }
 
 
+MUTANT_OF: dict[str, str] = {}  # student -> the mistake message of the mutant they submitted
+
+
+def report_check(course: Path, assignment: str, kinds: dict[str, str]) -> dict:
+    """Does the class report count each mutant's mistake as often as it was submitted?"""
+    report = json.loads((course / "grades" / f"{assignment}-report.json").read_text(encoding="utf-8"))
+    found: dict[str, int] = {}
+    for exercise in report["exercises"]:
+        for row in exercise["mistakes"]:
+            found[row["mistake"]] = found.get(row["mistake"], 0) + row["students"]
+    expected: dict[str, int] = {}
+    for student, message in MUTANT_OF.items():
+        if student in kinds:
+            expected[message] = expected.get(message, 0) + 1
+    counted = {m: sum(n for name, n in found.items() if m in name) for m in expected}
+    return {"expected": expected, "reported": counted, "all_counted": counted == expected}
+
+
 def build(course: Path, assignment: str, count: int) -> dict[str, str]:
     """Write ``count`` submissions; return student -> kind."""
     source = nbformat.read(course / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
@@ -62,6 +80,7 @@ def build(course: Path, assignment: str, count: int) -> dict[str, str]:
             for old, new in m["replace"]:
                 code = code.replace(old, new)
             kind, cells = "partial", {**fills, m["cell"]: code}
+            MUTANT_OF[student] = m["message"]
         elif share < 75:
             kind, cells = "blank", {}
         elif share < 85:
@@ -95,6 +114,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--timeout", type=int, default=30, help="seconds per cell, for every grader")
     parser.add_argument("--skip-nbgrader", action="store_true")
+    parser.add_argument("--dask-workers", type=int, default=0,
+                        help="also grade on a local Dask cluster of this many worker processes (one thread each)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PROFILE", "smoke")
@@ -131,7 +152,28 @@ def main(argv: list[str] | None = None) -> dict:
                 "graded": len(results), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1),
                 "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
             }
+            runs[f"grader_jobs{jobs}"]["report"] = report_check(course, args.assignment, kinds)
             print(f"grader --jobs {jobs}", runs[f"grader_jobs{jobs}"], flush=True)
+        if args.dask_workers:
+            from distributed import LocalCluster
+
+            course, kinds = fresh_course(work, args.assignment, args.count, "dask")
+            with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster:
+                start, cpu = time.monotonic(), os.times()
+                results = grade(args.assignment, course, timeout=args.timeout, scheduler=cluster.scheduler_address)
+                seconds = time.monotonic() - start
+            by_kind = {}
+            for r in results:
+                by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
+            key = f"grader_dask_local_{args.dask_workers}_workers"
+            runs[key] = {
+                "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+                "per_worker_minute": round(args.count / seconds * 60 / args.dask_workers, 1), "graded": len(results),
+                "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
+                "report": report_check(course, args.assignment, kinds),
+            }
+            print(key, runs[key], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = {"assignment": args.assignment, "count": args.count, "cell_timeout_s": args.timeout,

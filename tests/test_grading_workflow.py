@@ -97,4 +97,5 @@ def test_grading_benchmark_runs(tmp_path) -> None:
     run = out["runs"]["grader_jobs1"]
     assert run["graded"] == 4 and run["per_minute"] > 0
     assert run["mean_score_by_kind"]["correct"] == 12 and run["mean_score_by_kind"]["partial"] < 12
+    assert run["report"]["all_counted"] and sum(run["report"]["expected"].values()) == 1, run["report"]
     assert (tmp_path / "g.json").exists()
