@@ -656,8 +656,8 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
                     refresh.append(student)
                     shown[student] = True
     write_feedback(course, assignment, valid + refresh, results, shown, problem is None, jobs, log)
-    for student in fresh:  # every student gets a page, whatever their folder is called
-        if student not in valid:
+    for student in results:  # every student gets a page, whatever their folder is called
+        if student not in valid and (student in fresh or id_problem(student) is not None):
             write_atomic(course / "feedback" / student / assignment / f"{assignment}.html",
                          failure_page(assignment, results[student]))
     seconds = time.monotonic() - started

@@ -55,6 +55,9 @@ def mistake_of(message: str) -> str:
     found = re.search(r"They match what you get when (.+?)\.(\s|$)", message)
     if found:
         return found.group(1)
+    hint = re.search(r"(?:^|\s)Hint: (.+)", message)  # a check's own guess at the cause
+    if hint:
+        return hint.group(1).strip()
     if "not implemented yet" in message:
         return "not implemented"
     if "not available while your notebook is graded" in message:

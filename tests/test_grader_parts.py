@@ -92,9 +92,9 @@ def test_the_view_stubs_the_named_code_in_both_twins_and_copies_no_bytecode(tmp_
         assert "not available while your notebook is graded" in text, twin
         assert "def dot_scores" in text or twin == "numpy_ref"  # the rest is there
     sys.path.insert(0, str(view))
+    # the course's own utils modules are put back afterwards: other tests hold references to them
+    saved = {m: sys.modules.pop(m) for m in list(sys.modules) if m == "utils" or m.startswith("utils.")}
     try:
-        for name in [m for m in sys.modules if m == "utils" or m.startswith("utils.")]:
-            sys.modules.pop(name)
         import numpy as np
 
         import utils.attention.numpy_ref as ref
@@ -107,6 +107,7 @@ def test_the_view_stubs_the_named_code_in_both_twins_and_copies_no_bytecode(tmp_
         sys.path.remove(str(view))
         for name in [m for m in sys.modules if m == "utils" or m.startswith("utils.")]:
             sys.modules.pop(name)
+        sys.modules.update(saved)
 
 
 def test_a_policy_naming_nothing_the_package_has_is_an_error(tmp_path: Path) -> None:
@@ -249,3 +250,16 @@ def test_a_page_keeps_its_styles_and_loses_every_script() -> None:
     assert "evil" not in page and "<iframe" not in page and "<svg" not in page and "onclick" not in page
     assert "p{color:red}" in page and "<title>T &amp; x</title>" in page and "data:image/png" in page
     assert page.count("<script") == 2 and "ui/safe" in page
+
+
+def test_the_class_report_names_the_mistake_a_message_recognised() -> None:
+    from grader.report import mistake_of
+
+    assert mistake_of("f: values differ. They match what you get when the scores are not scaled.") == \
+        "the scores are not scaled"
+    assert mistake_of("w: position (0, 1) is masked out but has weight 0.5.\n"
+                      "Hint: the mask looks inverted: True means 'may attend'") == \
+        "the mask looks inverted: True means 'may attend'"
+    assert mistake_of("f: expected shape (2, 3), got (3, 2)") == "a wrong shape"
+    assert mistake_of("w: masked out. Hint: the mask looks inverted") == "the mask looks inverted"  # one line
+    assert mistake_of("something else entirely") == "another failed check"

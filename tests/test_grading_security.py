@@ -569,7 +569,7 @@ def test_bad_ids_log_folder_and_a_locked_gradebook_do_not_stop_the_run(small_cou
     gs.write_submission(course, AID, "good", gs.fill_release(release, fills))
     gs.write_submission(course, AID, "bad\nid", gs.fill_release(release, fills))
     (course / "grades" / f"{AID}.log").mkdir(parents=True)
-    grade(AID, course, jobs=1)  # fills the gradebook
+    grade(AID, course, jobs=1, force=True)  # fills the gradebook
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, time\n"
         f"db = sqlite3.connect({str(course / 'gradebook.db')!r}, isolation_level=None)\n"
@@ -577,7 +577,7 @@ def test_bad_ids_log_folder_and_a_locked_gradebook_do_not_stop_the_run(small_cou
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        results = {r.student: r for r in grade(AID, course, jobs=1)}
+        results = {r.student: r for r in grade(AID, course, jobs=1, force=True)}
     finally:
         holder.kill()
     rows = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open())}
@@ -600,7 +600,7 @@ def test_any_student_id_a_file_system_holds_is_graded(small_course) -> None:
     shutil.rmtree(course / "submitted", ignore_errors=True)
     for student in ODD_IDS + ("new\nline",):
         gs.write_submission(course, AID, student, gs.fill_release(release, fills))
-    results = {r.student: r for r in grade(AID, course, jobs=2)}
+    results = {r.student: r for r in grade(AID, course, jobs=2, force=True)}
     rows = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open(encoding="utf-8"))}
     for student in ODD_IDS:
         assert results[student].score == results[student].max_score == 12, (student, results[student].note)
@@ -648,7 +648,7 @@ def test_a_notebook_budget_caps_slow_cells(small_course, tmp_path) -> None:
         slow.cells.insert(first, nbformat.v4.new_code_cell("import time\ntime.sleep(9)"))
     gs.write_submission(course, AID, "slow", slow)
     limits = sandbox.Limits(budget_s=30, cell_timeout_s=10)
-    results = {r.student: r for r in grade(AID, course, jobs=1, limits=limits)}
+    results = {r.student: r for r in grade(AID, course, jobs=1, force=True, limits=limits)}
     # the note comes from the budget itself (8 cells of 9 s would otherwise all run, 72 s > 30 s)
     r = results["slow"]
     assert "30 s budget" in r.note and r.score < r.max_score, (r.score, r.note)
@@ -717,10 +717,10 @@ def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> No
 
     monkeypatch.setattr(grading_run, "run_sandboxed", flaky)
     failing = {1}
-    r = grade(AID, course, jobs=1)[0]
+    r = grade(AID, course, jobs=1, force=True)[0]
     assert len(calls) == 2 and r.score == r.max_score == 12 and r.note == "", (len(calls), r.score, r.note)
     calls.clear()
     failing = {1, 2}
-    r = grade(AID, course, jobs=1)[0]
+    r = grade(AID, course, jobs=1, force=True)[0]
     assert len(calls) == 2 and r.score == 0, (len(calls), r.score)
     assert "could not be run to its end twice (kernel did not start" in r.note and "grade it again" in r.note, r.note
