@@ -113,6 +113,25 @@ def scores(course: Path, assignment: str) -> dict[str, tuple[float, float]]:
         return out
 
 
+def hand_graded_points(source_nb) -> float:
+    """Points of the answers graded by hand (cells that are both a solution and a grade cell)."""
+    return sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source_nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution"))
+
+
+def graded_status(by_hand: float) -> str:
+    """The status of a notebook graded to its end: provisional while written answers wait for the instructor."""
+    return "provisional" if by_hand else "graded"
+
+
+def full_marks(result, by_hand: float) -> bool:
+    """Every automatic point; the ``by_hand`` points of the written answers wait for the instructor."""
+    return result.status == graded_status(by_hand) and result.score == result.max_score - by_hand > 0
+
+def without_hand_grading_note(note: str) -> str:
+    """A result's note less the part that says written answers wait for the instructor."""
+    return re.sub(r"(; )?hand grading pending \([^)]*\): the score is provisional", "", note).strip("; ")
+
 def visible_text(page: str) -> str:
     """An HTML page as the reader sees it: tags dropped, entities decoded."""
     page = re.sub(r"<style.*?</style>|<script.*?</script>", "", page, flags=re.S)

@@ -258,7 +258,7 @@ _ip.events.register("post_run_cell", _wrap)
 # per assignment: the function the last (hidden) test calls, how to recognise that call, and a
 # reference function with arguments that route attempts call
 PROBE_TARGETS = {
-    "01_soft_attention_pytorch": ("additive_attention", "len(a) > 6", "masked_softmax", "(np.zeros((2, 3)),)"),
+    "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_softmax", "(np.zeros((2, 3)),)"),
     "05_self_attention_tensorflow": ("multi_head_attention", "a[0].shape[1] != a[1].shape[1]", "split_heads",
                                      "(np.zeros((1, 2, 4)), 2)"),
 }
@@ -271,8 +271,8 @@ HOSTILE_MARKDOWN = (
 ZEROS = {
     "01_soft_attention_pytorch": {
         "masked_softmax": "def masked_softmax(scores, mask=None):\n    return torch.zeros_like(scores)\n",
-        "scaled_dot_product_attention": (
-            "def scaled_dot_product_attention(queries, keys, values, mask=None):\n"
+        "top_k": (
+            "def top_k_attention(queries, keys, values, k, mask=None):\n"
             "    w = torch.zeros(*queries.shape[:-1], keys.shape[-2])\n"
             "    return torch.zeros(*queries.shape[:-1], values.shape[-1]), w\n"),
     },
@@ -283,17 +283,21 @@ ZEROS = {
 ALIAS = {
     "01_soft_attention_pytorch": {
         "masked_softmax": "from utils.attention.torch_impl import masked_softmax\n",
-        "scaled_dot_product_attention": (
-            'exec("def scaled_dot_product_attention(queries, keys, values, mask=None):\\n'
+        "cosine": (
+            'exec("def cosine_scores(queries, keys):\\n'
             '    import utils.attention.torch_impl as t\\n'
-            '    return t.scaled_dot_product_attention(queries, keys, values, mask)")\n'),
-        "additive": (
+            '    return t.cosine_scores(queries, keys)")\n'
+            "from utils.memory.torch_impl import content_addressing  # lesson 3's cosine lookup\n"
+            "def cosine_attention(queries, keys, values, temperature=1.0, mask=None):\n"
+            "    w = torch.stack([content_addressing(keys, queries[:, i], 1 / temperature) for i in range(queries.shape[1])], 1)\n"
+            "    return w @ values, w\n"),
+        "top_k": (
             "import importlib\n"
-            "def additive_scores(queries, keys, W_q, W_k, w_v):\n"
-            "    return getattr(importlib.import_module('utils.attention.torch_impl'), 'additive_scores')(queries, keys, W_q, W_k, w_v)\n"
-            "def additive_attention(queries, keys, values, W_q, W_k, w_v, mask=None):\n"
-            "    import utils.attention.torch_impl as t\n"
-            "    return t.additive_attention(queries, keys, values, W_q, W_k, w_v, mask)\n"),
+            "def top_k_attention(queries, keys, values, k, mask=None):\n"
+            "    t = importlib.import_module('utils.attention.torch_impl')\n"
+            "    scores = t.dot_scores(queries, keys)\n"
+            "    w = t.masked_softmax(scores, getattr(t, 'top_k_mask')(scores, k, mask))\n"
+            "    return w @ values, w\n"),
     },
     "05_self_attention_tensorflow": {
         "causal_mask": "from utils.attention.keras_impl import causal_mask\n",
@@ -377,7 +381,8 @@ def attacked(request, tmp_path_factory) -> dict:
     started = time.monotonic()
     results = {r.student: r for r in grade(aid, course, jobs=2)}
     return {"id": aid, "course": course, "results": results, "source": source, "plan": plan, "seen": seen,
-            "config_before": config_before, "seconds": time.monotonic() - started}
+            "config_before": config_before, "seconds": time.monotonic() - started,
+            "by_hand": gs.hand_graded_points(source)}
 
 
 def test_every_student_gets_a_row_and_a_page(attacked) -> None:
@@ -393,7 +398,7 @@ def test_good_submissions_get_full_marks(attacked) -> None:
     for student in ("a_good", "z_good_last", "c_background_and_fork", "d_print_hidden_tests",
                     "h_huge_output", "j_duplicated_test_cell", "o_honest_with_own_cells", "p_hostile_markdown"):
         r = attacked["results"][student]
-        assert r.status == "graded" and r.score == r.max_score > 0, (student, r.score, r.max_score, r.note)
+        assert gs.full_marks(r, attacked["by_hand"]), (student, r.status, r.score, r.max_score, r.note)
 
 
 def test_no_attack_gains_a_point(attacked) -> None:
@@ -489,7 +494,7 @@ def test_the_kernel_never_sees_a_check_a_hidden_test_or_the_runner(attacked) -> 
     assert flags["runner"] == 0, f"the kernel can see a grader process: {flags}"
     assert flags["mount"] == 0, f"the sandbox's mounts show a course or grading folder: {flags}"
     r = attacked["results"]["m_probe"]
-    assert r.score == r.max_score - 1, "only the test whose call reported the probe is lost"
+    assert r.score == r.max_score - attacked["by_hand"] - 1, "only the test whose call reported the probe is lost"
 
 
 def test_the_reference_is_not_in_the_sandbox_by_any_route(attacked) -> None:
@@ -509,7 +514,7 @@ def test_killing_every_process_it_can_see_does_not_reach_the_runner(attacked) ->
     """kill(-1, SIGKILL) from the kernel reaches only the sandbox (the runner is outside its PID
     namespace): the notebook runs on to its end, no retry, no note of a grader failure."""
     r = attacked["results"]["n_kill_everything"]
-    assert r.status == "graded" and r.score == r.max_score and r.note == "", (r.score, r.note)
+    assert gs.full_marks(r, attacked["by_hand"]) and gs.without_hand_grading_note(r.note) == "", (r.score, r.note)
 
 
 def test_own_cells_are_kept_in_place(attacked) -> None:
@@ -560,7 +565,11 @@ def small_course(tmp_path_factory) -> dict:
     gs.nbgrader(["generate_assignment", AID, "--force"], course)
     source = nbformat.read(course / "solutions" / AID / f"{AID}.ipynb", as_version=4)
     release = nbformat.read(course / "assignments" / AID / f"{AID}.ipynb", as_version=4)
-    return {"course": course, "fills": gs.student_fill(source), "release": release}
+    by_hand = gs.hand_graded_points(source)
+    total = sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    # a correct solution: every automatic point (as text in the CSV), the written answers wait for the instructor
+    return {"course": course, "fills": gs.student_fill(source), "release": release, "by_hand": by_hand,
+            "auto": total - by_hand, "total": total}
 
 
 @pytest.mark.xdist_group("security01")
@@ -581,7 +590,7 @@ def test_bad_ids_log_folder_and_a_locked_gradebook_do_not_stop_the_run(small_cou
     finally:
         holder.kill()
     rows = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open())}
-    assert rows["good"]["score"] == rows["good"]["max_score"] == "12", rows["good"]
+    assert (rows["good"]["score"], rows["good"]["max_score"]) == (f"{small_course['auto']:g}", f"{small_course['total']:g}"), rows["good"]
     assert "gradebook" in rows["good"]["note"]
     assert (course / "feedback" / "good" / AID / f"{AID}.html").is_file()
     bad = [r for r in results.values() if r.student != "good"]
@@ -602,11 +611,12 @@ def test_any_student_id_a_file_system_holds_is_graded(small_course) -> None:
         gs.write_submission(course, AID, student, gs.fill_release(release, fills))
     results = {r.student: r for r in grade(AID, course, jobs=2, force=True)}
     rows = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open(encoding="utf-8"))}
+    auto = f"{small_course['auto']:g}"
     for student in ODD_IDS:
-        assert results[student].score == results[student].max_score == 12, (student, results[student].note)
-        assert rows[student]["score"] == "12", rows[student]
+        assert gs.full_marks(results[student], small_course["by_hand"]), (student, results[student].note)
+        assert rows[student]["score"] == auto, rows[student]
         page = course / "feedback" / student / AID / f"{AID}.html"
-        assert "Score: 12" in gs.visible_text(page.read_text(encoding="utf-8")), student
+        assert f"Score: {auto}" in gs.visible_text(page.read_text(encoding="utf-8")), student
     odd = results["new\\nline"]
     assert odd.status == "failed" and "rename the folder" in odd.note, odd
     assert rows["new\\nline"]["status"] == "failed"
@@ -633,7 +643,7 @@ def test_a_second_course_folder_grades_with_its_own_package(small_course, tmp_pa
                           env=gs.nbgrader_env(), capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     rows = {r["student"]: r for r in csv.DictReader((copy / "grades" / f"{AID}.csv").open())}
-    assert rows["student"]["score"] == "12", rows
+    assert rows["student"]["score"] == f"{small_course['auto']:g}", rows
 
 
 @pytest.mark.xdist_group("security01")
@@ -718,7 +728,8 @@ def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> No
     monkeypatch.setattr(grading_run, "run_sandboxed", flaky)
     failing = {1}
     r = grade(AID, course, jobs=1, force=True)[0]
-    assert len(calls) == 2 and r.score == r.max_score == 12 and r.note == "", (len(calls), r.score, r.note)
+    assert len(calls) == 2 and gs.full_marks(r, small_course["by_hand"]) and gs.without_hand_grading_note(r.note) == "", (
+        len(calls), r.score, r.note)
     calls.clear()
     failing = {1, 2}
     r = grade(AID, course, jobs=1, force=True)[0]
