@@ -259,8 +259,7 @@ _ip.events.register("post_run_cell", _wrap)
 # reference function with arguments that route attempts call
 PROBE_TARGETS = {
     "01_soft_attention_pytorch": ("additive_attention", "len(a) > 6", "masked_softmax", "(np.zeros((2, 3)),)"),
-    "05_self_attention_tensorflow": ("multi_head_attention", "a[0].shape[1] != a[1].shape[1]", "split_heads",
-                                     "(np.zeros((1, 2, 4)), 2)"),
+    "05_self_attention_tensorflow": ("grouped_query_attention", "a[4] == 6", "split_heads", "(np.zeros((1, 2, 4)), 2)"),
 }
 HOSTILE_MARKDOWN = (
     "My notes. <script>document.title='XSS-SCRIPT'</script> <img src=x onerror=\"document.title='XSS-IMG'\">\n\n"
@@ -277,7 +276,11 @@ ZEROS = {
             "    return torch.zeros(*queries.shape[:-1], values.shape[-1]), w\n"),
     },
     "05_self_attention_tensorflow": {
-        "causal_mask": "def causal_mask(T):\n    return np.ones((T, T), dtype=bool)\n",
+        "fix_decoder": (
+            "def causal_mask(T):\n    return np.ones((T, T), dtype=bool)\n"
+            "def masked_softmax(scores, mask):\n    return ops.zeros_like(scores)\n"
+            "def causal_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):\n"
+            "    B, T, D = ops.shape(x)\n    return ops.zeros_like(x), ops.zeros((B, num_heads, T, T))\n"),
     },
 }
 ALIAS = {
@@ -296,7 +299,11 @@ ALIAS = {
             "    return t.additive_attention(queries, keys, values, W_q, W_k, w_v, mask)\n"),
     },
     "05_self_attention_tensorflow": {
-        "causal_mask": "from utils.attention.keras_impl import causal_mask\n",
+        "fix_decoder": (
+            "from utils.attention.keras_impl import causal_mask, masked_softmax\n"
+            "import utils.attention.keras_impl as _k\n"
+            "def causal_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):\n"
+            "    return _k.multi_head_attention(x, x, x, w_qkv, b_qkv, w_o, b_o, num_heads, causal_mask(x.shape[1]))\n"),
     },
 }
 
@@ -376,8 +383,20 @@ def attacked(request, tmp_path_factory) -> dict:
     config_before = _digest(course / "nbgrader_config.py")
     started = time.monotonic()
     results = {r.student: r for r in grade(aid, course, jobs=2)}
+    by_hand = sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source.cells
+                  if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution"))
     return {"id": aid, "course": course, "results": results, "source": source, "plan": plan, "seen": seen,
-            "config_before": config_before, "seconds": time.monotonic() - started}
+            "config_before": config_before, "seconds": time.monotonic() - started, "by_hand": by_hand}
+
+
+def full_marks(attacked, r) -> bool:
+    """Every automatic point, and the written answers (if any) waiting for the instructor."""
+    by_hand = attacked["by_hand"]
+    return r.status == ("provisional" if by_hand else "graded") and r.score == r.max_score - by_hand > 0
+
+
+def notes_besides_hand_grading(note: str) -> str:
+    return "; ".join(part for part in note.split("; ") if part and not part.startswith("hand grading pending"))
 
 
 def test_every_student_gets_a_row_and_a_page(attacked) -> None:
@@ -393,7 +412,7 @@ def test_good_submissions_get_full_marks(attacked) -> None:
     for student in ("a_good", "z_good_last", "c_background_and_fork", "d_print_hidden_tests",
                     "h_huge_output", "j_duplicated_test_cell", "o_honest_with_own_cells", "p_hostile_markdown"):
         r = attacked["results"][student]
-        assert r.status == "graded" and r.score == r.max_score > 0, (student, r.score, r.max_score, r.note)
+        assert full_marks(attacked, r), (student, r.status, r.score, r.max_score, r.note)
 
 
 def test_no_attack_gains_a_point(attacked) -> None:
@@ -489,7 +508,7 @@ def test_the_kernel_never_sees_a_check_a_hidden_test_or_the_runner(attacked) -> 
     assert flags["runner"] == 0, f"the kernel can see a grader process: {flags}"
     assert flags["mount"] == 0, f"the sandbox's mounts show a course or grading folder: {flags}"
     r = attacked["results"]["m_probe"]
-    assert r.score == r.max_score - 1, "only the test whose call reported the probe is lost"
+    assert r.score == r.max_score - attacked["by_hand"] - 1, "only the test whose call reported the probe is lost"
 
 
 def test_the_reference_is_not_in_the_sandbox_by_any_route(attacked) -> None:
@@ -509,7 +528,7 @@ def test_killing_every_process_it_can_see_does_not_reach_the_runner(attacked) ->
     """kill(-1, SIGKILL) from the kernel reaches only the sandbox (the runner is outside its PID
     namespace): the notebook runs on to its end, no retry, no note of a grader failure."""
     r = attacked["results"]["n_kill_everything"]
-    assert r.status == "graded" and r.score == r.max_score and r.note == "", (r.score, r.note)
+    assert full_marks(attacked, r) and notes_besides_hand_grading(r.note) == "", (r.status, r.score, r.note)
 
 
 def test_own_cells_are_kept_in_place(attacked) -> None:
