@@ -259,8 +259,7 @@ _ip.events.register("post_run_cell", _wrap)
 # reference function with arguments that route attempts call
 PROBE_TARGETS = {
     "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_softmax", "(np.zeros((2, 3)),)"),
-    "05_self_attention_tensorflow": ("multi_head_attention", "a[0].shape[1] != a[1].shape[1]", "split_heads",
-                                     "(np.zeros((1, 2, 4)), 2)"),
+    "05_self_attention_tensorflow": ("grouped_query_attention", "a[4] == 6", "split_heads", "(np.zeros((1, 2, 4)), 2)"),
 }
 HOSTILE_MARKDOWN = (
     "My notes. <script>document.title='XSS-SCRIPT'</script> <img src=x onerror=\"document.title='XSS-IMG'\">\n\n"
@@ -277,7 +276,11 @@ ZEROS = {
             "    return torch.zeros(*queries.shape[:-1], values.shape[-1]), w\n"),
     },
     "05_self_attention_tensorflow": {
-        "causal_mask": "def causal_mask(T):\n    return np.ones((T, T), dtype=bool)\n",
+        "fix_decoder": (
+            "def causal_mask(T):\n    return np.ones((T, T), dtype=bool)\n"
+            "def masked_softmax(scores, mask):\n    return ops.zeros_like(scores)\n"
+            "def causal_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):\n"
+            "    B, T, D = ops.shape(x)\n    return ops.zeros_like(x), ops.zeros((B, num_heads, T, T))\n"),
     },
 }
 ALIAS = {
@@ -300,7 +303,11 @@ ALIAS = {
             "    return w @ values, w\n"),
     },
     "05_self_attention_tensorflow": {
-        "causal_mask": "from utils.attention.keras_impl import causal_mask\n",
+        "fix_decoder": (
+            "from utils.attention.keras_impl import causal_mask, masked_softmax\n"
+            "import utils.attention.keras_impl as _k\n"
+            "def causal_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):\n"
+            "    return _k.multi_head_attention(x, x, x, w_qkv, b_qkv, w_o, b_o, num_heads, causal_mask(x.shape[1]))\n"),
     },
 }
 
