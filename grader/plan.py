@@ -19,6 +19,7 @@ rebuilt from the parsed runner name and arguments, never the cell.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 MARKER = "# ---- checks"
 MARKER_LINE = "# ---- checks: when your notebook is graded, this part runs outside it ----"
@@ -122,3 +123,20 @@ def cells_for_sandbox(runnable_nb, source_nb) -> list[dict]:
         else:
             out.append({"code": str(cell.source)})
     return out
+
+
+def unsplit_assignments(root: Path) -> dict[str, list[str]]:
+    """Each source notebook under ``root/solutions`` with test cells not split yet, and those cells."""
+    import nbformat
+
+    out = {}
+    for path in sorted((root / "solutions").glob("*/*.ipynb")):
+        cells = legacy_tests(nbformat.read(path, as_version=4))
+        if cells:
+            out[path.stem] = cells
+    return out
+
+
+if __name__ == "__main__":  # python -m grader.plan: the test cells left to split
+    for assignment, cells in unsplit_assignments(Path(__file__).resolve().parent.parent).items():
+        print(f"{assignment}: {len(cells)} test cells not split ({', '.join(cells)})")

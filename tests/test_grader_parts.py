@@ -5,6 +5,7 @@ The whole runs (sandbox, kernel, nbgrader) are in tests/test_grading*.py.
 from __future__ import annotations
 
 import json
+import re
 import os
 import sys
 import time
@@ -263,3 +264,13 @@ def test_the_class_report_names_the_mistake_a_message_recognised() -> None:
     assert mistake_of("f: expected shape (2, 3), got (3, 2)") == "a wrong shape"
     assert mistake_of("w: masked out. Hint: the mask looks inverted") == "the mask looks inverted"  # one line
     assert mistake_of("something else entirely") == "another failed check"
+
+
+def test_the_readme_names_the_assignments_not_split_yet() -> None:
+    """The README's promise says which assignments it does not cover yet: that list is the truth."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = readme[readme.index("**Not yet in every assignment.**"):]
+    paragraph = paragraph[:paragraph.index("\n- **")]
+    named = set(re.findall(r"`(\d\d_[a-z0-9_]+?)`", paragraph))
+    left = {re.sub(r"_(pytorch|tensorflow)$", "", a) for a in plan.unsplit_assignments(ROOT)}
+    assert named == left, f"the README names {sorted(named)} as not split; the solutions say {sorted(left)}"
