@@ -266,3 +266,18 @@ def test_growth_exponent() -> None:
         measure.growth_exponent(t, t[:3])
     with pytest.raises(ValueError, match="costs"):
         measure.growth_exponent(t, -t)
+
+
+def test_recall_task() -> None:
+    from utils.data.recall import make_recall
+
+    data = make_recall(500, 8, num_keys=20, num_values=5, seed=1)
+    assert data["keys"].shape == (500, 8) and data["query"].shape == (500,)
+    assert all(len(set(row)) == 8 for row in data["keys"]), "keys are distinct within an example"
+    hit = data["keys"] == data["query"][:, None]
+    assert (hit.sum(1) == 1).all(), "the query is exactly one of the example's keys"
+    assert np.array_equal(data["values"][hit], data["answer"])
+    assert data["keys"].max() < 20 and data["values"].max() < 5
+    assert np.array_equal(make_recall(50, 4, seed=2)["answer"], make_recall(50, 4, seed=2)["answer"])
+    with pytest.raises(ValueError, match="num_pairs"):
+        make_recall(5, 30, num_keys=20)
