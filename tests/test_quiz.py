@@ -21,7 +21,8 @@ from utils import quiz, runtime
 ROOT = Path(__file__).resolve().parent.parent
 BANKS = sorted(p.stem for p in quiz.quiz_dir().glob("*.yml"))
 LESSONS = lessons()
-MIN_PRE, MIN_POST, MIN_PREDICT = 4, 6, 2
+MIN_PRE, MIN_POST, MIN_PREDICT = 4, 6, 3
+MAX_NOTEBOOK_RECALL_SHARE = 0.1  # at most one question in ten asks what a cell printed or did
 
 
 def _all_questions(bank: quiz.Bank) -> list[quiz.Question]:
@@ -84,11 +85,24 @@ def check_counts(bank: quiz.Bank) -> None:
     for fw in quiz.FRAMEWORKS:
         pre = quiz.select_questions(bank, "pre", fw)
         post = quiz.select_questions(bank, "post", fw)
-        predict = [q.id for q in post if q.kind == "predict"]
+        predict = [q.id for q in pre + post if q.kind == "predict"]
         assert len(pre) >= MIN_PRE, f"{bank.lesson} ({fw}): {len(pre)} pre-lesson questions, need {MIN_PRE}"
         assert len(post) >= MIN_POST, f"{bank.lesson} ({fw}): {len(post)} post-lesson questions, need {MIN_POST}"
         assert len(predict) >= MIN_PREDICT, (
-            f"{bank.lesson} ({fw}): {len(predict)} post-lesson 'kind: predict' questions {predict}, need {MIN_PREDICT}"
+            f"{bank.lesson} ({fw}): {len(predict)} 'kind: predict' questions {predict}, need {MIN_PREDICT}"
+        )
+
+
+def check_notebook_recall(bank: quiz.Bank) -> None:
+    """Questions ask about the idea: at most one in ten (per framework's notebook) is
+    marked ``notebook_recall: true``, a question about what a particular cell printed or did."""
+    for fw in quiz.FRAMEWORKS:
+        qs = [q for part in quiz.PARTS for q in quiz.select_questions(bank, part, fw)]
+        recall = [q.id for q in qs if q.notebook_recall]
+        assert len(recall) <= MAX_NOTEBOOK_RECALL_SHARE * len(qs), (
+            f"{bank.lesson} ({fw}): {len(recall)} of {len(qs)} questions are notebook recall {recall}; "
+            f"at most {int(MAX_NOTEBOOK_RECALL_SHARE * len(qs))} may ask what a cell printed or did, "
+            "the rest ask about the idea"
         )
 
 
@@ -137,9 +151,10 @@ def check_position_cue(bank: quiz.Bank) -> None:
     )
 
 
-# Every committed bank passes every lint: enough questions and predictions, no length
-# or position cue, maths as TeX between dollars, "choose all that apply" left to the widget.
-BANK_LINTS = [check_counts, check_length_cue, check_position_cue, check_maths_in_dollars, check_choose_all_said_once]
+# Every committed bank passes every lint: enough questions and predictions, few
+# questions about what a notebook cell printed, no length or position cue, maths as TeX between dollars, "choose all that apply" left to the widget.
+BANK_LINTS = [check_counts, check_notebook_recall, check_length_cue, check_position_cue, check_maths_in_dollars,
+              check_choose_all_said_once]
 
 
 @pytest.mark.parametrize("lint", BANK_LINTS, ids=[f.__name__ for f in BANK_LINTS])
@@ -167,8 +182,15 @@ def test_the_lints_catch_a_patterned_bank() -> None:
     with pytest.raises(AssertionError, match="3 pre-lesson questions"):
         check_counts(short)
     recall = quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre, "post": [dict(q, kind="recall") for q in post]})
-    with pytest.raises(AssertionError, match="0 post-lesson 'kind: predict'"):
+    with pytest.raises(AssertionError, match="0 'kind: predict'"):
         check_counts(recall)
+    two = quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre,
+                           "post": post[:2] + [dict(q, kind="recall") for q in post[2:]]})
+    with pytest.raises(AssertionError, match=r"2 'kind: predict' questions \['q0', 'q1'\], need 3"):
+        check_counts(two)
+    # a predict question before the lesson counts too: 1 + 2 = 3 is enough
+    check_counts(quiz.parse_bank({"lesson": "x", "title": "X", "pre": [dict(pre[0], kind="predict")] + pre[1:],
+                                  "post": post[:2] + [dict(q, kind="recall") for q in post[2:]]}))
     # a framework-only question counts for that framework alone
     one_fw = quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre,
                               "post": post[:5] + [dict(post[5], framework="pytorch")]})
@@ -181,6 +203,29 @@ def test_the_lints_catch_a_patterned_bank() -> None:
         check_position_cue(always_first)
     with pytest.raises(AssertionError, match="never the longest"):
         check_length_cue(always_first)
+
+
+def test_the_notebook_recall_lint_fails_on_more_than_one_in_ten() -> None:
+    """A made-up bank of 10 questions may mark one as notebook recall, not two; a
+    framework-only question counts in its own notebook."""
+    pre = [_q(f"p{i}", "right", "a wrong answer") for i in range(4)]
+    post = [_q(f"q{i}", "right", "a wrong answer", kind="predict") for i in range(6)]
+
+    def bank(recall_ids, extra=()):
+        mark = lambda q: dict(q, notebook_recall=True) if q["id"] in recall_ids else q
+        return quiz.parse_bank({"lesson": "x", "title": "X", "pre": [mark(q) for q in pre],
+                                "post": [mark(q) for q in post] + list(extra)})
+
+    check_notebook_recall(bank(set()))
+    check_notebook_recall(bank({"q0"}))  # 1 of 10
+    with pytest.raises(AssertionError, match=r"\(pytorch\): 2 of 10 questions are notebook recall \['p1', 'q3'\]"):
+        check_notebook_recall(bank({"p1", "q3"}))
+    # 2 of 11 in the PyTorch notebook (a torch-only recall question), 1 of 10 in TensorFlow's
+    torch_only = dict(_q("q-torch", "right", "a wrong answer"), framework="pytorch", notebook_recall=True)
+    with pytest.raises(AssertionError, match=r"\(pytorch\): 2 of 11"):
+        check_notebook_recall(bank({"q0"}, [torch_only]))
+    with pytest.raises(quiz.QuizError, match="'notebook_recall' must be true or false"):
+        quiz.parse_bank({"lesson": "x", "title": "X", "pre": [dict(pre[0], notebook_recall="yes")], "post": post})
 
 
 def _one_question_bank(question: str, right: str, wrong: str, explain: str = "yes", **extra) -> quiz.Bank:

@@ -7,7 +7,12 @@ declares ``multiple: true``; then the student must pick exactly the correct set.
 Optional question keys:
 
 * ``kind: predict`` marks a question that asks the student to predict a number,
-  a shape or a plot that the lesson then computes (the default is ``recall``);
+  a shape or a plot that the lesson then computes (the default, ``recall``, is
+  any other question: a fact or an idea to recall); the bank lint wants at least
+  three predict questions per bank;
+* ``notebook_recall: true`` marks a question that asks what a particular cell of
+  the lesson printed or did (a number the notebook measured, a choice its code
+  made), rather than about the idea; the bank lint allows at most one in ten;
 * ``framework: pytorch`` (or ``tensorflow``) shows the question only in that
   framework's notebook, for facts that differ between the two libraries.
 
@@ -46,7 +51,7 @@ import yaml
 PARTS = ("pre", "post")
 QUIZ_DIR_ENV = "COURSE_QUIZ_DIR"
 _BANK_KEYS = {"lesson", "title", "pre", "post"}
-_QUESTION_KEYS = {"id", "question", "answers", "multiple", "kind", "framework"}
+_QUESTION_KEYS = {"id", "question", "answers", "multiple", "kind", "framework", "notebook_recall"}
 KINDS = ("recall", "predict")
 FRAMEWORKS = ("pytorch", "tensorflow")
 _ANSWER_KEYS = {"text", "correct", "explain"}
@@ -71,6 +76,7 @@ class Question:
     multiple: bool = False
     kind: str = "recall"
     framework: str | None = None
+    notebook_recall: bool = False
 
     @property
     def correct_set(self) -> frozenset[int]:
@@ -129,6 +135,8 @@ def _parse_question(raw: Any, where: str) -> Question:
     _require(isinstance(multiple, bool), where, f"'multiple' must be true or false, got {multiple!r}")
     kind = raw.get("kind", "recall")
     _require(kind in KINDS, where, f"'kind' must be one of {KINDS}, got {kind!r}")
+    notebook_recall = raw.get("notebook_recall", False)
+    _require(isinstance(notebook_recall, bool), where, f"'notebook_recall' must be true or false, got {notebook_recall!r}")
     framework = raw.get("framework")
     _require(framework is None or framework in FRAMEWORKS, where, f"'framework' must be one of {FRAMEWORKS}, got {framework!r}")
     answers_raw = raw.get("answers")
@@ -151,7 +159,7 @@ def _parse_question(raw: Any, where: str) -> Question:
         _require(n_correct >= 1, where, "declares multiple: true but marks no answer correct")
     else:
         _require(n_correct == 1, where, f"expected exactly one correct answer (or declare multiple: true), found {n_correct}")
-    return Question(qid.strip(), text.strip(), tuple(answers), multiple, kind, framework)
+    return Question(qid.strip(), text.strip(), tuple(answers), multiple, kind, framework, notebook_recall)
 
 
 def parse_bank(raw: Any, source: str = "<bank>") -> Bank:
