@@ -151,9 +151,32 @@ def check_position_cue(bank: quiz.Bank) -> None:
     )
 
 
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
+
+
+def lesson_headings(lesson: str, framework: str) -> set[str]:
+    """The headings of a lesson notebook, without their # marks."""
+    nb = json.loads((ROOT / "lessons" / lesson / f"{lesson}_{framework}.ipynb").read_text(encoding="utf-8"))
+    return {m.group(1) for c in nb["cells"] if c["cell_type"] == "markdown"
+            for line in "".join(c["source"]).splitlines() if (m := HEADING.match(line))}
+
+
+def check_sections(bank: quiz.Bank, headings: dict[str, set[str]] | None = None) -> None:
+    """Every question names the lesson section it tests (the quiz sends a student who
+    misses it there), and that section is a heading of both twin notebooks."""
+    if headings is None:
+        headings = {fw: lesson_headings(bank.lesson, fw) for fw in quiz.FRAMEWORKS}
+    for q in _all_questions(bank):
+        assert q.section, f"{bank.lesson} {q.id}: no 'section:' (the lesson heading to reread when it is missed)"
+        for fw, heads in headings.items():
+            assert q.section in heads, (
+                f"{bank.lesson} {q.id}: section {q.section!r} is not a heading of the {fw} notebook"
+            )
+
+
 # Every committed bank passes every lint: enough questions and predictions, few
 # questions about what a notebook cell printed, no length or position cue, maths as TeX between dollars, "choose all that apply" left to the widget.
-BANK_LINTS = [check_counts, check_notebook_recall, check_length_cue, check_position_cue, check_maths_in_dollars,
+BANK_LINTS = [check_counts, check_notebook_recall, check_sections, check_length_cue, check_position_cue, check_maths_in_dollars,
               check_choose_all_said_once]
 
 
@@ -226,6 +249,22 @@ def test_the_notebook_recall_lint_fails_on_more_than_one_in_ten() -> None:
         check_notebook_recall(bank({"q0"}, [torch_only]))
     with pytest.raises(quiz.QuizError, match="'notebook_recall' must be true or false"):
         quiz.parse_bank({"lesson": "x", "title": "X", "pre": [dict(pre[0], notebook_recall="yes")], "post": post})
+
+
+def test_the_section_lint_fails_on_a_missing_or_unknown_section() -> None:
+    heads = {"pytorch": {"1. Softmax", "2. Lookup"}, "tensorflow": {"1. Softmax", "2. Look-up"}}
+    pre = [_q("p0", "right", "wrong", section="1. Softmax")]
+    bank = lambda post: quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre, "post": post})  # noqa: E731
+    check_sections(bank([_q("q0", "right", "wrong", section="1. Softmax")]), heads)
+    with pytest.raises(AssertionError, match="x q0: no 'section:'"):
+        check_sections(bank([_q("q0", "right", "wrong")]), heads)
+    with pytest.raises(AssertionError, match="x q0: section '3. Masks' is not a heading of the pytorch notebook"):
+        check_sections(bank([_q("q0", "right", "wrong", section="3. Masks")]), heads)
+    with pytest.raises(AssertionError, match="'2. Lookup' is not a heading of the tensorflow notebook"):
+        check_sections(bank([_q("q0", "right", "wrong", section="2. Lookup")]), heads)
+    with pytest.raises(quiz.QuizError, match="'section' must be the heading"):
+        bank([_q("q0", "right", "wrong", section="  ")])
+    assert "Masked softmax: sequences of different lengths" in " ".join(lesson_headings("01_soft_attention", "tensorflow"))
 
 
 def _one_question_bank(question: str, right: str, wrong: str, explain: str = "yes", **extra) -> quiz.Bank:
@@ -479,6 +518,62 @@ def test_results_export_what_was_answered() -> None:
     quiz.show("03_memory_networks", "post", framework="pytorch")  # a re-run cell starts that quiz afresh
     again = next(q for q in quiz.results()["quizzes"] if q["lesson"] == "03_memory_networks" and q["part"] == "post")
     assert again["answered"] == 0
+
+
+def test_a_quiz_ends_with_its_score_and_the_sections_to_reread() -> None:
+    """Missed questions send the student to their lesson sections: in the feedback,
+    at the end of the widget, in results() and in summary(); a right second try
+    takes the section off the list."""
+    quiz.clear_results()
+    lesson = "04_positional_encoding"
+    box = quiz.show(lesson, "post", framework="tensorflow")
+    items, end = box.children[1:-1], box.children[-1]
+    qs = [item._course_question for item in items]
+    assert all(q.section for q in qs)
+    assert end.value.startswith("<b>Score: 0 /") and "reread" not in end.value
+
+    _answer(items[0], right=False)
+    assert f"To reread: {qs[0].section}" in items[0].children[3].value
+    _answer(items[1], right=True)
+    assert "To reread" not in items[1].children[3].value
+    wrong = [i for i, q in enumerate(qs) if i > 1 and q.section == qs[0].section]
+    other = next(i for i, q in enumerate(qs) if q.section != qs[0].section and i > 1)
+    for i in wrong[:1] + [other]:
+        _answer(items[i], right=False)
+    first_numbers = ", ".join(f"Q{n + 1}" for n in [0] + wrong[:1])
+    assert "To reread in the lesson:" in end.value
+    assert f"<li>{html.escape(qs[0].section)} ({first_numbers})</li>" in end.value
+    assert f"<li>{html.escape(qs[other].section)} (Q{other + 1})</li>" in end.value
+    assert "Quiz done" not in end.value
+
+    (qz,) = quiz.results()["quizzes"]
+    assert qz["reread"] == [{"section": qs[0].section, "questions": [1] + [n + 1 for n in wrong[:1]]},
+                            {"section": qs[other].section, "questions": [other + 1]}]
+    text = quiz.summary()
+    assert "  To reread:\n" in text and f"    {qs[other].section} (Q{other + 1})" in text
+    assert f"  Q1 {qs[0].id}: wrong" in text and f"  Q2 {qs[1].id}: right" in text
+
+    # answering everything right at last: the score is full and nothing is left to reread
+    for item in items:
+        _answer(item, right=True)
+    assert end.value.startswith(f"<b>Quiz done. Score: {len(items)} / {len(items)}</b>")
+    assert "nothing to reread" in end.value and "<li>" not in end.value
+    assert quiz.results()["quizzes"][0]["reread"] == []
+    assert "Every question right: nothing to reread." in quiz.summary()
+    quiz.clear_results()
+
+
+def test_a_section_with_maths_renders_at_the_end() -> None:
+    """Lesson 1's section 4a has TeX in its heading: the end of the quiz is HTMLMath."""
+    import ipywidgets as w
+
+    quiz.clear_results()
+    box = quiz.show("01_soft_attention", "post", framework="pytorch")
+    (scale,) = [item for item in box.children[1:-1] if item._course_question.id == "post-scale"]
+    _answer(scale, right=False)
+    assert isinstance(box.children[-1], w.HTMLMath)
+    assert r"4a. Why scale the dot product by $1/\sqrt{D}$?" in box.children[-1].value
+    quiz.clear_results()
 
 
 def test_instructor_collects_exported_files(tmp_path) -> None:
