@@ -40,6 +40,7 @@ salted ``hash``), so that the position of the right answer tells nothing.
     from utils import quiz
     quiz.show("01_soft_attention", "pre")   # in a notebook: the quiz widget
     print(quiz.results_json())               # every quiz answered in this kernel, as JSON
+    print(quiz.summary())                    # scores, and the lesson sections to reread
 """
 from __future__ import annotations
 
