@@ -331,7 +331,7 @@ def _check_quizzes(driver, notebook: str, lesson: str, fw: str, parts: tuple = (
         check = next(b for b in box.find_elements("css selector", "button") if b.text.strip() == "Check")
         right = set(first.correct_set)
         wrong = {next(i for i in range(len(first.answers)) if i not in right)}
-        score = lambda: box.find_elements("css selector", ".widget-html")[-1].text  # noqa: E731
+        score = lambda: box.find_elements("css selector", ".widget-htmlmath")[-1].text  # noqa: E731  the last line
 
         for chosen, colour, expect in ((wrong, WRONG_COLOUR, f"Score: 0 / {len(questions)}"),
                                        (right, RIGHT_COLOUR, f"Score: 1 / {len(questions)}")):
