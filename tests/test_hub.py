@@ -196,12 +196,18 @@ class Class:
                     os.killpg(self.hub.pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+        # The hub stops the users' servers as it exits; whatever still runs as a user this test
+        # created (a kernel left behind) is ended by its process id.
         for user in self.users:
-            # The users' own servers (their own sessions) and anything else left running as them.
-            subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True)
+            pids = subprocess.run(["ps", "-o", "pid=", "-u", user], capture_output=True, text=True).stdout.split()
+            for pid in map(int, pids):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         time.sleep(0.5)
         for user in self.users:
-            subprocess.run(["userdel", "--remove", user], capture_output=True)
+            subprocess.run(["userdel", "--force", "--remove", user], capture_output=True)
         subprocess.run(["groupdel", self.graders], capture_output=True)
         shutil.rmtree(self.base, ignore_errors=True)
 
