@@ -154,8 +154,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         log.close()
 
 
-@pytest.fixture(scope="module")
-def browser(lab):
+def chrome_driver():
+    """A headless Chromium driven by the system's chromedriver (tests/test_hub.py uses it too)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -166,6 +166,12 @@ def browser(lab):
     options.binary_location = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     driver.set_script_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    driver = chrome_driver()
     try:
         yield driver
     finally:

@@ -42,7 +42,7 @@ import nbformat
 import pytest
 
 from tests import grading_support as gs
-from tests.test_browser import BROWSERS, _free_port, _require_browser, _wait
+from tests.test_browser import _free_port, _require_browser, _wait, chrome_driver
 from tools.notebook_runner import ROOT
 
 pytestmark = pytest.mark.xdist_group("hub")
@@ -236,16 +236,7 @@ def klass():
 
 @pytest.fixture(scope="module")
 def browser(klass):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1000", "--no-first-run", "--disable-extensions"):
-        options.add_argument(arg)
-    options.binary_location = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    driver.set_script_timeout(60)
+    driver = chrome_driver()
     try:
         yield driver
     finally:
