@@ -43,21 +43,58 @@ HOSTILE = {
 }
 
 
-MUTANT_OF: dict[str, str] = {}  # student -> the mistake message of the mutant they submitted
+MUTANT_OF: dict[str, tuple[str, str]] = {}  # student -> (the mutated cell, its mistake message)
+
+
+def exercise_of_cell(source, grade_id: str) -> str:
+    """The exercise (the last '## ' heading above it) of the answer cell ``grade_id``, as the report names it."""
+    title = "Before the first exercise"
+    for cell in source.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("## "):
+                    title = line[3:].strip()
+        elif cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
+            return title
+    raise KeyError(f"no cell {grade_id!r} in the source notebook")
 
 
 def report_check(course: Path, assignment: str, kinds: dict[str, str]) -> dict:
-    """Does the class report count each mutant's mistake as often as it was submitted?"""
+    """Does the class report count each mutant's mistake, in the mutant's own exercise, as often as it was submitted?
+
+    A mutant's student must be told the mutant's message by a test of the mutant's exercise; the
+    report names that message in its own words (``grader.report.mistake_of``), and its row for that
+    exercise and name must count at least the students who submitted the mutant. It may count more
+    (a mistake made in exercise 1 also fails exercise 3, which uses it; a blank notebook leaves a
+    find-and-fix exercise's bug in place), but never more than the students who submitted a mutant
+    with that message plus those who wrote nothing of their own (blank, broken, hostile).
+    Keys are "exercise :: mistake as the report names it"."""
+    from grader.report import exercises_of, mistake_of
+
     report = json.loads((course / "grades" / f"{assignment}-report.json").read_text(encoding="utf-8"))
+    graded = json.loads((course / "grades" / f"{assignment}.json").read_text(encoding="utf-8"))["students"]
+    source = nbformat.read(course / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
+    exercise_of_test = {gid: info["exercise"] for gid, info in exercises_of(source).items()}
+    shown = {e["exercise"]: {m["mistake"]: m["students"] for m in e["mistakes"]} for e in report["exercises"]}
     expected: dict[str, int] = {}
-    for student, message in MUTANT_OF.items():
-        if student in kinds:
-            expected[message] = expected.get(message, 0) + 1
-    # one mistake can fail the tests of several exercises (a wrong masked_softmax fails every
-    # exercise that uses it): count it in the exercise where the most students show it
-    counted = {m: max([sum(row["students"] for row in exercise["mistakes"] if m in row["mistake"])
-                       for exercise in report["exercises"]] or [0]) for m in expected}
-    return {"expected": expected, "reported": counted, "all_counted": counted == expected}
+    untold: list[str] = []
+    for student, (cell, message) in sorted(MUTANT_OF.items()):
+        if student not in kinds:
+            continue
+        exercise = exercise_of_cell(source, cell)
+        told = [t[2] for gid, t in graded.get(student, {}).get("tests", {}).items()
+                if exercise_of_test.get(gid) == exercise and t[0] < t[1] and message in t[2]]
+        if not told:
+            untold.append(f"{student} ({message[:60]})")
+            continue
+        key = f"{exercise} :: {mistake_of(told[0])}"
+        expected[key] = expected.get(key, 0) + 1
+    own_code_absent = sum(1 for k in kinds.values() if k.split(":")[0] in ("blank", "broken", "hostile"))
+    reported = {key: shown.get(key.split(" :: ", 1)[0], {}).get(key.split(" :: ", 1)[1], 0) for key in expected}
+    ceiling = {key: sum(n for k, n in expected.items() if k.split(" :: ", 1)[1] == key.split(" :: ", 1)[1])
+               + own_code_absent for key in expected}
+    ok = not untold and all(expected[k] <= reported[k] <= ceiling[k] for k in expected)
+    return {"expected": expected, "reported": reported, "untold": untold, "all_counted": ok}
 
 
 def build(course: Path, assignment: str, count: int) -> dict[str, str]:
@@ -79,7 +116,7 @@ def build(course: Path, assignment: str, count: int) -> dict[str, str]:
             for old, new in m["replace"]:
                 code = code.replace(old, new)
             kind, cells = "partial", {**fills, m["cell"]: code}
-            MUTANT_OF[student] = m["message"]
+            MUTANT_OF[student] = (m["cell"], m["message"])
         elif share < 75:
             kind, cells = "blank", {}
         elif share < 85:
@@ -116,6 +153,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dask-workers", type=int, default=0,
                         help="also grade on a local Dask cluster of this many worker processes (one thread each)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the graded course folders (printed at the end), e.g. to open the class report")
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PROFILE", "smoke")
     os.environ.setdefault("COURSE_THREADS", "1")
@@ -125,13 +164,16 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         if not args.skip_nbgrader:
             course, kinds = fresh_course(work, args.assignment, args.count, "nbgrader")
+            load = os.getloadavg()[0]
             start, cpu = time.monotonic(), os.times()
             gs.nbgrader(["autograde", args.assignment, "--force", f"--Execute.timeout={args.timeout}"], course,
                         check=False, timeout=24 * 3600)
             gs.nbgrader(["generate_feedback", args.assignment, "--force"], course, check=False, timeout=3600)
             seconds = time.monotonic() - start
             scores = gs.scores(course, args.assignment)
-            runs["nbgrader_autograde"] = {"seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+            runs["nbgrader_autograde"] = {"seconds": round(seconds, 1), "load_at_start": round(load, 1),
+                                          "load_at_end": round(os.getloadavg()[0], 1),
+                                          "per_minute": round(args.count / seconds * 60, 1),
                                           "graded": len(scores), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1)}
             print("nbgrader autograde", runs["nbgrader_autograde"], flush=True)
             by_kind: dict[str, list[float]] = {}
@@ -140,6 +182,7 @@ def main(argv: list[str] | None = None) -> dict:
             runs["nbgrader_autograde"]["mean_score_by_kind"] = {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())}
         for jobs in args.jobs:
             course, kinds = fresh_course(work, args.assignment, args.count, f"jobs{jobs}")
+            load = os.getloadavg()[0]
             start, cpu = time.monotonic(), os.times()
             results = grade(args.assignment, course, timeout=args.timeout, jobs=jobs)
             seconds = time.monotonic() - start
@@ -147,7 +190,8 @@ def main(argv: list[str] | None = None) -> dict:
             for r in results:
                 by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
             runs[f"grader_jobs{jobs}"] = {
-                "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+                "seconds": round(seconds, 1), "load_at_start": round(load, 1), "load_at_end": round(os.getloadavg()[0], 1),
+                "per_minute": round(args.count / seconds * 60, 1),
                 "graded": len(results), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1),
                 "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
             }
@@ -159,6 +203,7 @@ def main(argv: list[str] | None = None) -> dict:
             course, kinds = fresh_course(work, args.assignment, args.count, "dask")
             with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1, processes=True,
                               dashboard_address=None) as cluster:
+                load = os.getloadavg()[0]
                 start, cpu = time.monotonic(), os.times()
                 results = grade(args.assignment, course, timeout=args.timeout, scheduler=cluster.scheduler_address)
                 seconds = time.monotonic() - start
@@ -167,16 +212,20 @@ def main(argv: list[str] | None = None) -> dict:
                 by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
             key = f"grader_dask_local_{args.dask_workers}_workers"
             runs[key] = {
-                "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+                "seconds": round(seconds, 1), "load_at_start": round(load, 1), "load_at_end": round(os.getloadavg()[0], 1),
+                "per_minute": round(args.count / seconds * 60, 1),
                 "per_worker_minute": round(args.count / seconds * 60 / args.dask_workers, 1), "graded": len(results),
                 "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
                 "report": report_check(course, args.assignment, kinds),
             }
             print(key, runs[key], flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.keep:
+            print(f"course folders kept under {work}", flush=True)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
     out = {"assignment": args.assignment, "count": args.count, "cell_timeout_s": args.timeout,
-           "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": os.getloadavg(), "runs": runs}
+           "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_at_end": os.getloadavg(), "runs": runs}
     if "nbgrader_autograde" in runs and "grader_jobs1" in runs:
         out["sandbox_cost_at_jobs1"] = round(runs["grader_jobs1"]["seconds"] / runs["nbgrader_autograde"]["seconds"] - 1, 3)
     if "grader_jobs1" in runs and "grader_jobs2" in runs:
