@@ -28,8 +28,11 @@ RUNS: dict[str, list[list[str]]] = {
     "efficient_attention": [["--json", str(RESULTS / "efficient_attention.json")]],
     "seq2seq_dates": [["--framework", fw, "--json", str(RESULTS / f"seq2seq_dates_{fw}.json")] for fw in ("pytorch", "tensorflow")],
     "bert_finetune": [["--framework", fw, "--json", str(RESULTS / f"bert_finetune_{fw}.json")] for fw in ("pytorch", "tensorflow")],
-    "grading": [["--assignment", a, "--count", "100", "--jobs", "1", "2", "--json", str(RESULTS / f"grading_{a}.json")]
+    "grading": [["--assignment", a, "--count", "100", "--jobs", "1", "2", "--dask-workers", "2",
+                 "--json", str(RESULTS / f"grading_{a}.json")]
                 for a in ("01_soft_attention_pytorch", "05_self_attention_tensorflow")],
+    "grading_ab": [["--assignment", "01_soft_attention_pytorch", "--count", "20", "--ab", "2",
+                    "--json", str(RESULTS / "grading_ab_01_soft_attention_pytorch.json")]],
 }
 
 FRAMEWORKS = ("pytorch", "tensorflow")

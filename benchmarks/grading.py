@@ -143,6 +143,40 @@ def fresh_course(work: Path, assignment: str, count: int, name: str) -> tuple[Pa
     return course, build(course, assignment, count)
 
 
+def alternate(args) -> dict:
+    """nbgrader and the sandboxed grader in alternating pairs (A B, B A, ...): on a machine whose load drifts,
+    both see the same load on average, so the ratio of their totals is the sandbox's cost."""
+    work = Path(tempfile.mkdtemp(prefix="grading-ab-"))
+    rows = []
+    try:
+        for r in range(args.ab):
+            for who in (("nbgrader", "grader") if r % 2 == 0 else ("grader", "nbgrader")):
+                course, _ = fresh_course(work, args.assignment, args.count, f"{who}{r}")
+                load = os.getloadavg()[0]
+                start = time.monotonic()
+                if who == "nbgrader":
+                    gs.nbgrader(["autograde", args.assignment, "--force", f"--Execute.timeout={args.timeout}"], course,
+                                check=False, timeout=24 * 3600)
+                    gs.nbgrader(["generate_feedback", args.assignment, "--force"], course, check=False, timeout=3600)
+                else:
+                    grade(args.assignment, course, timeout=args.timeout, jobs=1)
+                rows.append({"round": r, "grader": who, "seconds": round(time.monotonic() - start, 1),
+                             "load_at_start": round(load, 1)})
+                print(rows[-1], flush=True)
+                shutil.rmtree(course.parent, ignore_errors=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    totals = {w: round(sum(x["seconds"] for x in rows if x["grader"] == w), 1) for w in ("nbgrader", "grader")}
+    out = {"assignment": args.assignment, "count_per_run": args.count, "rounds": args.ab, "cell_timeout_s": args.timeout,
+           "machine": f"{platform.machine()}, {os.cpu_count()} cores", "rows": rows, "totals": totals,
+           "sandbox_cost": round(totals["grader"] / totals["nbgrader"] - 1, 3)}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps(out, indent=2))
+    return out
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--assignment", default="01_soft_attention_pytorch")
@@ -153,12 +187,17 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dask-workers", type=int, default=0,
                         help="also grade on a local Dask cluster of this many worker processes (one thread each)")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--ab", type=int, default=0, metavar="ROUNDS",
+                        help="instead: nbgrader against `python -m grader --jobs 1` in ROUNDS alternating pairs "
+                             "(A B, B A, ...) of --count submissions each, for their cost ratio at equal load")
     parser.add_argument("--keep", action="store_true",
                         help="keep the graded course folders (printed at the end), e.g. to open the class report")
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PROFILE", "smoke")
     os.environ.setdefault("COURSE_THREADS", "1")
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+    if args.ab:
+        return alternate(args)
     work = Path(tempfile.mkdtemp(prefix="grading-bench-"))
     runs = {}
     try:
