@@ -397,3 +397,20 @@ def test_the_review_text_splits_share_no_snippet_and_pieces_round_trip():
         review_text("test")
     with pytest.raises(ValueError, match="^vocab_size:"):
         TextPieces.train("abc abc", vocab_size=2, min_count=1)
+
+
+def test_the_decoding_benchmark_runs_both_frameworks(tmp_path):
+    """`python -m benchmarks.gpt_decoding`, tiny: one row per framework with both ways' step times, the same
+    pieces both ways, and lesson 6's decoders both ways (no timing is asserted: that is the benchmark's job)."""
+    import json
+
+    from benchmarks import gpt_decoding
+
+    out = gpt_decoding.main(["--max-len", "6", "--layers", "1", "--batch", "2", "--repeats", "1", "--sources", "3",
+                             "--threads", "1", "--json", str(tmp_path / "d.json")])
+    assert [r["framework"] for r in out["results"]] == ["pytorch", "tensorflow"]
+    for row in out["results"]:
+        assert len(row["step_ms_cached"]) == len(row["step_ms_recomputed"]) == 5
+        assert row["same_pieces"] and row["lesson6_greedy_same_tokens"] and row["lesson6_beam4_same_tokens"]
+        assert row["macs_ratio_at_longest"] > 1
+    assert json.loads((tmp_path / "d.json").read_text())["results"] == out["results"]
