@@ -13,8 +13,9 @@ ASSIGNMENT ?=
 PROFILE ?= cpu
 LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
+comma := ,
 
-.PHONY: install lab test assignments grade feedback report similarity export bench compat clean-grading book book-deps
+.PHONY: hub hub-deps install lab test assignments grade feedback report similarity export bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -97,3 +98,20 @@ compat:
 
 clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange
+
+# The course under JupyterHub on this machine, for a trial (deploy/, README "A class on a server").
+# Runs as root (the hub starts each user's server as that user); the users must exist:
+#   sudo make hub STUDENTS=ann,bob INSTRUCTORS=teacher PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange]
+HUB_DEPS := $(VENV)/.hub-installed
+hub-deps: $(HUB_DEPS)
+$(HUB_DEPS): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,hub]"
+	touch $(HUB_DEPS)
+
+hub: install $(HUB_DEPS)
+	@test "$$(id -u)" = 0 || { echo "make hub: run it as root (sudo): the hub starts each user's server as that user"; exit 2; }
+	@test -n "$(STUDENTS)" -a -n "$(INSTRUCTORS)" -a -n "$(PASSWORD)" || { echo "usage: sudo make hub STUDENTS=a,b INSTRUCTORS=t PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange] [GRADERS=attention-graders]"; exit 2; }
+	deploy/setup_exchange.sh "$(or $(EXCHANGE),/srv/nbgrader/exchange)" attention-course "$(firstword $(subst $(comma), ,$(INSTRUCTORS)))" "$(or $(GRADERS),attention-graders)"
+	COURSE_STUDENTS="$(STUDENTS)" COURSE_INSTRUCTORS="$(INSTRUCTORS)" HUB_TRIAL_PASSWORD="$(PASSWORD)" \
+		HUB_PORT="$(or $(PORT),8000)" COURSE_EXCHANGE="$(or $(EXCHANGE),/srv/nbgrader/exchange)" \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyterhub -f deploy/jupyterhub_config.py

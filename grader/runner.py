@@ -27,6 +27,7 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -78,6 +79,19 @@ class SandboxedKernelManager(AsyncKernelManager):
         if root is None:
             raise RuntimeError("the sandbox did not start")
         self.ip = f"/proc/{root}/root{INSIDE_IP}"  # the kernel's sockets, seen from outside
+        self.sandbox_root = root
+
+    def end_sandbox(self) -> None:
+        """Kill the PID namespace's first process, which takes every process in the sandbox with it.
+        (Shutting the kernel down ends bubblewrap's outer process only: the kernel, whose user the
+        sandbox changed, would otherwise live on until the runner exits.)"""
+        root = getattr(self, "sandbox_root", None)
+        if root is not None:
+            try:
+                os.kill(root, signal.SIGKILL)
+            except OSError:
+                pass
+            self.sandbox_root = None
 
 
 class UnsafeKernelManager(AsyncKernelManager):
@@ -228,6 +242,9 @@ async def run(job: dict, out: Path) -> dict:
                 result["state"] = f"runner error: kernel did not start ({type(exc).__name__})"
             else:
                 result["state"] = f"runner error: {type(exc).__name__}"
+        finally:
+            if isinstance(km, SandboxedKernelManager):
+                km.end_sandbox()
     try:
         with log_path.open("rb") as fh:
             fh.seek(max(0, log_path.stat().st_size - 3000))

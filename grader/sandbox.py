@@ -129,23 +129,29 @@ def uid_lease():
     raise RuntimeError(f"all {UID_COUNT} sandbox uids are in use: too many sandboxes at once")
 
 
-def _processes_of(uid: int) -> int:
-    count = 0
+def _processes_of(uid: int) -> list[int]:
+    pids = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
                 if (entry / "status").read_text().split("\nUid:\t", 1)[1].split("\t", 1)[0] == str(uid):
-                    count += 1
+                    pids.append(int(entry.name))
             except (OSError, IndexError):
                 continue
-    return count
+    return pids
 
 
 def _wait_until_gone(uid: int, seconds: float = 5.0) -> None:
-    """The namespace's processes die with it, a moment later: hand the uid on only once they have."""
+    """Hand the uid on only once none of its processes is left: kill what is (the uid is leased to
+    this sandbox alone, so whatever runs under it is the sandbox's), then wait for them to go."""
     end = time.monotonic() + seconds
-    while _processes_of(uid) and time.monotonic() < end:
-        time.sleep(0.05)
+    while (pids := _processes_of(uid)) and time.monotonic() < end:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
 
 
 def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:

@@ -269,8 +269,12 @@ def test_the_class_report_names_the_mistake_a_message_recognised() -> None:
 def test_the_readme_names_the_assignments_not_split_yet() -> None:
     """The README's promise says which assignments it does not cover yet: that list is the truth."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    left = {re.sub(r"_(pytorch|tensorflow)$", "", a) for a in plan.unsplit_assignments(ROOT)}
+    if "**Not yet in every assignment.**" not in readme:  # the promise covers every assignment
+        assert not left, (f"{sorted(left)} are not split, but the README promises the split everywhere: name them "
+                          "in a '**Not yet in every assignment.**' point of its grading section")
+        return
     paragraph = readme[readme.index("**Not yet in every assignment.**"):]
     paragraph = paragraph[:paragraph.index("\n- **")]
     named = set(re.findall(r"`(\d\d_[a-z0-9_]+?)`", paragraph))
-    left = {re.sub(r"_(pytorch|tensorflow)$", "", a) for a in plan.unsplit_assignments(ROOT)}
     assert named == left, f"the README names {sorted(named)} as not split; the solutions say {sorted(left)}"

@@ -742,3 +742,39 @@ def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> No
     r = grade(AID, course, jobs=1, force=True)[0]
     assert len(calls) == 2 and r.score == 0, (len(calls), r.score)
     assert "could not be run to its end twice (kernel did not start" in r.note and "grade it again" in r.note, r.note
+
+
+def test_nothing_the_notebook_started_outlives_its_runner(tmp_path) -> None:
+    """When the runner returns, the kernel and every process the student's code started are gone.
+
+    (Shutting a kernel down ends bubblewrap's outer process only; the kernel, whose user the
+    sandbox changed, used to live on until the runner process exited, and the next student's
+    sandbox waited for the uid to be free.)"""
+    import asyncio
+
+    from grader import reference, runner
+
+    lib = reference.view(tmp_path / "lib", None)
+    marker = f"{3000 + os.getpid() % 997}"
+    cells = [{"code": "import subprocess\n"
+                      f"kids = [subprocess.Popen(['sleep', '{marker}.5']) for _ in range(3)]\n"
+                      "print('started', len(kids))"}]
+    limits = sandbox.Limits(budget_s=60, cell_timeout_s=30)
+    job = {"cells": cells, "limits": limits.__dict__, "lib": str(lib), "unsafe": False}
+    result = asyncio.run(runner.run(job, tmp_path / "result.json"))
+    assert result["state"] == "finished" and result["cells_run"] == 1, result
+
+    def left() -> list[str]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if f"{marker}.5".encode() in cmd or b"/tmp/.kernel/connection.json" in cmd:
+                    if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                        found.append(cmd.decode(errors="replace").replace("\0", " "))
+        return found
+
+    assert left() == [], "the runner returned with the sandbox's processes still running"

@@ -370,3 +370,73 @@ def test_decode_step_explorer_draws_and_checks_shapes() -> None:
         explorer.draw_decode_step(list("abc"), list("xy"), w, step=0)
     with pytest.raises(ValueError, match="step"):
         explorer.draw_decode_step(list("abcd"), list("xyz"), w, step=3)
+
+
+# --- utils.seq2seq.numpy_steps: the decoder step in Bahdanau's order and in Luong's ----------------
+
+
+@pytest.mark.parametrize("kind", ["additive", "none"])
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_numpy_decoder_step_equals_both_twins(impl, kind: str) -> None:
+    """The reference step, fed the twin's exported weights, gives the twin's logits, state and weights."""
+    from utils.seq2seq import numpy_steps as nref
+
+    tm, km = _pair(kind)
+    model = tm if impl is T else km
+    src, _ = _batch()
+    memory, summary, mask = model.encode(torch.as_tensor(src) if impl is T else src)
+    dec = model.decoder
+    state = dec.initial_state(summary)
+    y = np.array([1, 4, 5, 6])
+    as_ids = torch.as_tensor(y) if impl is T else y.astype(np.int32)
+    logits, new_state, w = dec.step(as_ids, state, memory, dec.project_keys(memory), summary, mask)
+    exported = impl.export_weights(dec)
+    from utils.grading import to_numpy
+    r_logits, r_state, r_w = nref.decoder_step(y, to_numpy(state), to_numpy(memory), to_numpy(summary),
+                                               to_numpy(mask), exported, kind)
+    assert np.abs(to_numpy(logits) - r_logits).max() < 1e-5
+    assert np.abs(to_numpy(new_state) - r_state).max() < 1e-5
+    assert (w is None) == (r_w is None) == (kind == "none")
+    if w is not None:
+        assert np.abs(to_numpy(w) - r_w).max() < 1e-5
+
+
+def _luong_weights(rng, vocab=9, d_embed=5, d=6) -> dict:
+    return {"embedding": rng.normal(size=(vocab, d_embed)),
+            "cell.W_x": rng.normal(size=(d_embed + d, 3 * d)) * 0.4, "cell.W_h": rng.normal(size=(d, 3 * d)) * 0.4,
+            "cell.b_x": rng.normal(size=3 * d) * 0.2, "cell.b_h": rng.normal(size=3 * d) * 0.2,
+            "W_c": rng.normal(size=(2 * d, d)) * 0.4, "W_out": rng.normal(size=(d, vocab)), "b_out": rng.normal(size=vocab)}
+
+
+def test_luong_step_attends_with_the_new_state_and_feeds_its_attentional_vector() -> None:
+    """Luong's order, checked against torch's own GRUCell and softmax: the GRU reads [emb; feed], the new state
+    scores the memory (plain dot), tanh([c; h] W_c) is the attentional vector, the logits are read from it."""
+    from utils.seq2seq import numpy_steps as nref
+
+    rng = np.random.default_rng(0)
+    w = _luong_weights(rng)
+    y, state, feed = np.array([4, 2, 7]), rng.normal(size=(3, 6)), np.tanh(rng.normal(size=(3, 6)))
+    memory = rng.normal(size=(3, 5, 6))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=bool)
+    logits, h, attentional, alpha = nref.luong_step(y, state, feed, memory, mask, w)
+
+    cell = torch.nn.GRUCell(11, 6).double()
+    with torch.no_grad():  # torch keeps W^T with the gates (r, z, n) as rows: the layout transposed
+        cell.weight_ih.copy_(torch.as_tensor(w["cell.W_x"].T))
+        cell.weight_hh.copy_(torch.as_tensor(w["cell.W_h"].T))
+        cell.bias_ih.copy_(torch.as_tensor(w["cell.b_x"]))
+        cell.bias_hh.copy_(torch.as_tensor(w["cell.b_h"]))
+        x = torch.as_tensor(np.concatenate([w["embedding"][y], feed], axis=1))
+        h_t = cell(x, torch.as_tensor(state))
+        scores = (torch.as_tensor(memory) @ h_t[:, :, None])[..., 0].masked_fill(~torch.as_tensor(mask), float("-inf"))
+        a = torch.softmax(scores, dim=-1)
+        c = (a[:, :, None] * torch.as_tensor(memory)).sum(1)
+        h_tilde = torch.tanh(torch.cat([c, h_t], dim=1) @ torch.as_tensor(w["W_c"]))
+        out = h_tilde @ torch.as_tensor(w["W_out"]) + torch.as_tensor(w["b_out"])
+    for ours, theirs in ((h, h_t), (alpha, a), (attentional, h_tilde), (logits, out)):
+        np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-10)
+    assert (alpha[~mask] == 0).all() and np.allclose(alpha.sum(-1), 1)
+    # input feeding: another attentional vector of the last step changes the state; Bahdanau's step would not have it
+    assert not np.allclose(nref.luong_step(y, state, np.zeros_like(feed), memory, mask, w)[1], h)
+    with pytest.raises(ValueError, match="De = Gd"):
+        nref.luong_step(y, state, feed, memory[..., :4], mask, w)

@@ -6,6 +6,9 @@ Twins with one public API (a test compares their names and signatures):
 * ``utils.seq2seq.keras_impl``: Keras 3 (``keras.ops``), TensorFlow backend.
 * ``utils.seq2seq.metrics``: framework-free scoring of decoded ids
   (exact match, accuracy by input length).
+* ``utils.seq2seq.numpy_steps``: NumPy references of one decoder step, in
+  Bahdanau's order (the twins' ``Decoder.step``) and in Luong's (no twin has it;
+  assignment 2's tests compare with it).
 
 Shape letters: those of ``utils/shapes.py``; here B batch, Ts source length, Tt
 target length, E embedding width, G encoder GRU width per direction, De = 2G encoder
