@@ -35,6 +35,8 @@ KEY_LABELS = {
                        "LayerNorm", "pre-LN", "linear + softmax", "positional", "N\\times", "optionally tied"],
     "07_bert": ["[CLS]", "[MASK]", "[SEP]", "segment", "position", "Transformer encoder", "MLM head", "pooler",
                 "classifier", "label", "pre-training", "fine-tuning"],
+    "08_gpt": ["pieces read so far", "token emb.", "position emb.", "masked self-attention", "feed-forward", "LayerNorm",
+               "L\\times", "tied", "next-piece", "sampler", "top-p", "KV cache", "x_{t+1}"],
     "09_efficient_attention": ["tiled (FlashAttention)", "online softmax", "tile", "sliding window", "global tokens",
                                "random blocks", "state $S_t$", "S_t = S_{t-1} + \\phi(k_t) v_t^\\top"],
 }

@@ -25,6 +25,7 @@ FLOORS = {
     "positional": 2, "memory": 2, "seq2seq": 2,
     "transformer": 3,
     "bert": 4,
+    "gpt": 4,  # lesson 8: the decoder-only model, on the transformer's blocks
     "efficient": 4,  # lesson 9: efficient attention, above the Transformer
     "diagrams": 5,  # the opening figure of every lesson may draw from any of them
 }

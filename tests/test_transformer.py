@@ -511,3 +511,49 @@ def test_translation_benchmark_runs_with_subwords_and_a_checkpoint(tmp_path):
     with pytest.raises(SystemExit):
         tt.main(["--framework", "pytorch", "--train-tsv", str(tmp_path / "pairs.tsv"), "--holdout", "20",
                  "--minutes", "1", "--bleu-at", "2"])
+
+
+# ---------------------------------------------------------------- decoding with a KV cache
+
+
+def _decoding_model(impl, **kw):
+    """A decoding model with every weight moved away from its initial value."""
+    config = _config(dropout=0.0, max_len=32, **kw)
+    tm, km = _pair(config)
+    rng = np.random.default_rng(5)
+    weights = {k: v + rng.normal(scale=0.3, size=v.shape).astype(np.float32) for k, v in T.export_weights(tm).items()}
+    weights["decoder.embedding.table"][0] = 0.0  # padding, which a trained model never writes (tied: its logit is 0)
+    model = tm if impl is T else km
+    impl.load_weights(model, weights)
+    return model
+
+
+@pytest.mark.parametrize("kw", [{}, {"norm_first": False, "tie_embeddings": True}, {"residual": False}],
+                         ids=["pre-LN", "post-LN-tied", "no-residual"])
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_the_kv_cache_decodes_the_same_tokens(impl, kw):
+    """Greedy decoding and beam search, with and without the cache: the same tokens, on sources with
+    padding and on rows that end at different steps (beam search reorders and drops hypotheses)."""
+    model = _decoding_model(impl, **kw)
+    src, _ = _batch(seed=8, b=6, ts=7)
+    endless = impl.greedy_decode(model, src, 12, eos_id=-1, use_cache=False)
+    # the end token: one that some rows write and others do not, so that rows end at different steps
+    rows_with = {tok: (endless == tok).any(axis=1).sum() for tok in np.unique(endless)}
+    eos = max((tok for tok, n in rows_with.items() if n < len(src)), key=lambda tok: rows_with[tok])
+    greedy = impl.greedy_decode(model, src, 12, eos_id=eos, use_cache=False)
+    np.testing.assert_array_equal(impl.greedy_decode(model, src, 12, eos_id=eos), greedy)
+    np.testing.assert_array_equal(impl.greedy_decode(model, src, 12, eos_id=eos, batch_size=4), greedy)  # in chunks
+    for k, alpha in ((3, 0.6), (4, 0.0)):
+        beam = impl.beam_search(model, src, 12, beam_size=k, alpha=alpha, eos_id=eos, use_cache=False)
+        np.testing.assert_array_equal(impl.beam_search(model, src, 12, beam_size=k, alpha=alpha, eos_id=eos), beam)
+    ended = (greedy == eos).any(axis=1)
+    assert ended.any() and not ended.all(), "the test needs rows that end early and rows that do not"
+    assert (src == 0).any(), "and a padded source"
+
+
+def test_cache_parents_follows_reordered_prefixes():
+    prev_rows, prev = np.array([0, 0, 1]), np.array([[1, 5], [1, 6], [1, 5]])
+    rows, new = np.array([1, 0, 0]), np.array([[1, 5, 9], [1, 6, 3], [1, 6, 4]])
+    np.testing.assert_array_equal(common.cache_parents(prev_rows, prev, rows, new), [2, 1, 1])
+    assert common.cache_parents(prev_rows, prev, np.array([1]), np.array([[1, 6, 3]])) is None, "no such parent"
+    assert common.cache_parents(prev_rows, prev, rows, new[:, :2]) is None, "not one token longer"

@@ -19,6 +19,7 @@ lesson folder              function
 ``05_self_attention``      ``multi_head_attention()``
 ``06_transformer``         ``transformer()``
 ``07_bert``                ``bert()``
+``08_gpt``                 ``gpt()``
 ``09_efficient_attention`` ``efficient_attention()``
 =========================  ===========================================
 
@@ -46,6 +47,7 @@ __all__ = [
     "bert",
     "dnc_memory",
     "efficient_attention",
+    "gpt",
     "lesson_figure",
     "memn2n",
     "memory_networks",
@@ -522,6 +524,57 @@ def bert() -> Figure:
     return c.fig
 
 
+# --------------------------------------------------------------------------- lesson 8
+def gpt() -> Figure:
+    """Lesson 8: the decoder-only GPT, its sampler, and the KV cache that decoding reads."""
+    c = _Canvas(9.4, 7.5)
+    c.title("GPT: a decoder-only Transformer that writes one piece at a time")
+    cx = 3.3
+    c.box(cx, 0.85, 2.3, 0.4, "pieces read so far", "input")
+    c.text(cx, 0.42, "$x_1 \\dots x_t$  (byte-pair pieces)", fs=_FS - 1, color="#4b5563")
+    c.box(cx - 0.62, 1.55, 1.2, 0.42, "token emb.", "layer", fs=_FS - 0.5)
+    c.box(cx + 0.68, 1.55, 1.3, 0.42, "position emb.", "layer", fs=_FS - 0.5)
+    c.arrow((cx - 0.62, 1.05), (cx - 0.62, 1.34))
+    c.arrow((cx + 0.68, 1.05), (cx + 0.68, 1.34))
+    c.circle(cx, 2.2, "+", r=0.12)
+    c.arrow((cx - 0.62, 1.76), (cx - 0.1, 2.12))
+    c.arrow((cx + 0.68, 1.76), (cx + 0.1, 2.12))
+    c.arrow((cx, 2.32), (cx, 2.75))
+    y0 = 2.75
+    y = _sublayer(c, cx, y0, "masked self-attention", "attention")
+    attn_y = y0 + 0.72
+    c.arrow((cx, y), (cx, y + 0.22))
+    y = _sublayer(c, cx, y + 0.22, "feed-forward (GELU)", "layer")
+    c.box(cx, (y0 - 0.2 + y + 0.1) / 2, 2.95, y + 0.1 - (y0 - 0.2), "", "frame", dashed=True)
+    mid = (y0 + y) / 2
+    c.text(cx - 1.6, mid + 0.2, "block", ha="right", fontweight="bold", color="#4b5563")
+    c.text(cx - 1.6, mid - 0.15, "$L\\times$", fs=_FS + 1, ha="right", fontweight="bold")
+    c.arrow((cx, y), (cx, y + 0.22))
+    c.box(cx, y + 0.39, 2.1, 0.34, "LayerNorm", "layer", fs=_FS - 1)
+    y = y + 0.56
+    c.arrow((cx, y), (cx, y + 0.22))
+    c.box(cx, y + 0.45, 2.3, 0.46, "linear, tied to\nthe token embedding", "layer", fs=_FS - 1)
+    top = y + 0.45
+    # the output side: probabilities, the sampler, the next piece fed back
+    c.box(6.15, top, 1.55, 0.55, "next-piece\nprobabilities", "output", fs=_FS - 1)
+    c.arrow((cx + 1.15, top), (5.37, top))
+    c.box(6.15, top - 1.1, 1.85, 0.75, "sampler\ntemperature,\ntop-k, top-p", "op", fs=_FS - 1)
+    c.arrow((6.15, top - 0.28), (6.15, top - 0.72))
+    c.box(8.45, top - 1.1, 1.3, 0.5, "piece $x_{t+1}$", "output", fs=_FS - 0.5)
+    c.arrow((7.08, top - 1.1), (7.8, top - 1.1))
+    c.path([(8.45, top - 1.35), (8.45, 0.85), (cx + 1.15, 0.85)], dashed=True)
+    c.text(6.45, 0.62, "appended, and read at the next step", fs=_FS - 1, color="#4b5563")
+    # the KV cache beside the attention
+    c.box(7.0, attn_y, 2.4, 0.95, "KV cache: each layer's\nkeys and values of\npositions $1 \\dots t$", "memory",
+          fs=_FS - 1)
+    c.arrow((cx + 1.05, attn_y + 0.12), (5.8, attn_y + 0.12))
+    c.arrow((5.8, attn_y - 0.16), (cx + 1.05, attn_y - 0.16))
+    c.text(7.0, attn_y - 0.75, "a new piece adds one key\nand one value per layer", fs=_FS - 1, color="#4b5563")
+    c.text(cx + 0.25, y0 - 0.42, "position $t$ sees $1 \\dots t$ only", fs=_FS - 1, ha="left", color="#4b5563")
+    c.legend(["input", "layer", "attention", "memory", "op", "output"], y=0.12, x0=0.15)
+    return c.fig
+
+
 # --------------------------------------------------------------------------- lesson 9
 def _cells(c: _Canvas, x0: float, y0: float, keep: np.ndarray, size: float, colour: np.ndarray) -> None:
     """A keep-mask or a score matrix as a grid of small squares; row 0 at the top."""
@@ -597,6 +650,7 @@ LESSON_FIGURES: dict[str, Callable[[], Figure]] = {
     "05_self_attention": multi_head_attention,
     "06_transformer": transformer,
     "07_bert": bert,
+    "08_gpt": gpt,
     "09_efficient_attention": efficient_attention,
 }
 

@@ -49,6 +49,7 @@ Widths
 
 Counts of a model
     H       attention heads
+    Hkv     key-value heads of grouped-query attention (Hkv = H: multi-head, 1: multi-query)
     L       layers (blocks) of a stack
     V       vocabulary size
     C       classes of a classifier
@@ -111,6 +112,7 @@ GROUPS: dict[str, dict[str, str]] = {
     },
     "Counts of a model": {
         "H": "attention heads",
+        "Hkv": "key-value heads of grouped-query attention (Hkv = H: multi-head, 1: multi-query)",
         "L": "layers (blocks) of a stack",
         "V": "vocabulary size",
         "C": "classes of a classifier",

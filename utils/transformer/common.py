@@ -6,6 +6,8 @@
 * ``greedy_search`` / ``beam_search_loop``: decoding loops written once in NumPy;
   a twin passes a function that maps the prefixes decoded so far to the
   log-probabilities of the next token.
+* ``cache_parents``: for such a function that keeps a KV cache, which prefix of its
+  previous call each new prefix extends (beam search reorders and drops prefixes).
 
 Shapes: letters of ``utils/shapes.py``; here B batch, T prefix length, V vocabulary,
 Kb beam size.
@@ -20,7 +22,8 @@ import numpy as np
 from utils.checks import check_attention_sizes, check_positive_int
 from utils.data.parallel import BOS_ID, EOS_ID, PAD_ID
 
-__all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop", "trim_batch"]
+__all__ = ["TransformerConfig", "warmup_schedule", "length_penalty", "greedy_search", "beam_search_loop", "trim_batch",
+           "cache_parents"]
 
 # The constructor arguments of an encoder or decoder block, read from a config by name
 # (``EncoderBlock.from_config``): the one place a config is unpacked into a block.
@@ -249,3 +252,30 @@ def beam_search_loop(
         out[i, : len(seq[:max_len])] = seq[:max_len]
         best_scores[i] = s
     return out, best_scores
+
+
+def cache_parents(prev_rows: np.ndarray, prev_prefixes: np.ndarray, rows: np.ndarray, prefixes: np.ndarray) -> np.ndarray | None:
+    """For each new prefix, the index of the previous call's prefix that it extends by one token.
+
+    A decoding function that keeps a KV cache gets, at every step, the source row of
+    each prefix and the prefixes themselves (``greedy_search`` keeps its rows in place,
+    ``beam_search_loop`` reorders, repeats and drops them). Row i of the new call
+    extends row ``parents[i]`` of the previous one when it has the same source row and
+    its prefix without the last token is that row's prefix: its cached keys and values
+    are that row's. None when some new prefix extends none of them (then the caller
+    reads the prefixes from scratch).
+    Shapes: prev_rows (B,), prev_prefixes (B, T), rows (B',), prefixes (B', T + 1) -> parents (B',) or None.
+    """
+    prev_prefixes, prefixes = np.ascontiguousarray(prev_prefixes), np.ascontiguousarray(prefixes)
+    if prefixes.shape[1] != prev_prefixes.shape[1] + 1:
+        return None
+    index: dict[tuple[int, bytes], int] = {}
+    for i, (row, prefix) in enumerate(zip(np.asarray(prev_rows).tolist(), prev_prefixes)):
+        index.setdefault((row, prefix.tobytes()), i)
+    parents = []
+    for row, prefix in zip(np.asarray(rows).tolist(), prefixes[:, :-1]):
+        i = index.get((row, np.ascontiguousarray(prefix).tobytes()))
+        if i is None:
+            return None
+        parents.append(i)
+    return np.asarray(parents, dtype=np.int64)

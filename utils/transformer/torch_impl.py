@@ -19,10 +19,11 @@ from torch import nn
 from utils import checks
 from utils.data.parallel import PAD_ID
 from utils.training import train_loop
-from utils.attention.torch_impl import MultiHeadAttention, causal_mask, project
+from utils.attention.torch_impl import MultiHeadAttention, causal_mask, masked_softmax, merge_heads, project, split_heads
 from utils.positional.torch_impl import SinusoidalEncoding
 
-from .common import BlockFromConfig, TransformerConfig, check_activation, beam_search_loop, greedy_search, length_penalty, trim_batch, warmup_schedule
+from .common import (BlockFromConfig, TransformerConfig, beam_search_loop, cache_parents, check_activation, greedy_search,
+                     length_penalty, trim_batch, warmup_schedule)
 
 __all__ = [
     "warmup_schedule",
@@ -470,18 +471,127 @@ def _next_log_probs(model: Transformer, src: np.ndarray, batch_size: int):
     return fn
 
 
+# ----------------------------------------------------------------------------- decoding with a KV cache
+# The decoder's causal self-attention never lets a position see a later one, so the keys
+# and values of the target positions already decoded do not change when a token is added:
+# each step can compute the newest position only and read the others' from a cache (the
+# KV cache, lesson 8). The encoder's keys and values, read by every cross-attention, are
+# computed once per source. Same weights, same numbers as re-running the decoder.
+
+
+def _split_weights(mha: MultiHeadAttention) -> tuple:
+    """(W_q, b_q, W_kv, b_kv): the queries' third of ``w_qkv`` and the keys' and values' two thirds, sliced once."""
+    d = mha.d_model
+    b = (None, None) if mha.b_qkv is None else (mha.b_qkv[:d], mha.b_qkv[d:])
+    return mha.w_qkv[:, :d], b[0], mha.w_qkv[:, d:], b[1]
+
+
+def _heads(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, num_heads: int, parts: int) -> list:
+    """x W + b cut into ``parts`` blocks of D columns, each split into heads. Shapes: x (B, T, D) -> parts x (B, H, T, Dh)."""
+    return [split_heads(y, num_heads) for y in project(x, w, b).chunk(parts, dim=-1)]
+
+
+def _attend(mha: MultiHeadAttention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Lesson 5's attention and output projection on given heads. Shapes: q (B, H, Tq, Dh), k, v (B, H, Tk, Dh) -> (B, Tq, D)."""
+    scores = (q * (1.0 / math.sqrt(q.shape[-1]))) @ k.transpose(-1, -2)  # (B, H, Tq, Tk)
+    return project(merge_heads(masked_softmax(scores, mask) @ v), mha.w_o, mha.b_o)  # (B, Tq, D)
+
+
+def _decode_cached(model: Transformer, tokens: torch.Tensor, start: int, weights: list, memory_kv: list,
+                   src_keep: torch.Tensor, cache: list | None, tgt_keep: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """The decoder on target positions start .. start + T - 1, the earlier ones read from ``cache``.
+
+    ``weights``: per layer, ``_split_weights`` of its self-attention and of its cross-attention.
+    Shapes: tokens (B, T), memory_kv L x (k, v) each (B, H, Ts, Dh), src_keep (B, 1, 1, Ts),
+    cache L x (k, v) each (B, H, start, Dh) or None, tgt_keep (B, 1, 1, start + T) the non-padding
+    target keys -> logits (B, T, V), L x (k, v) each (B, H, start + T, Dh).
+    """
+    dec = model.decoder
+    t = tokens.shape[1]
+    x = dec.embedding(tokens) + dec.positions.pe[start : start + t]  # (B, T, D)
+    mask = causal_mask(t, start + t).to(tokens.device)[None, None] & tgt_keep  # (B, 1, T, start + T)
+    new_cache = []
+    for i, block in enumerate(dec.blocks):
+
+        def self_attention(h: torch.Tensor, i: int = i, block: DecoderBlock = block):
+            (w_q, b_q, w_kv, b_kv), _ = weights[i]
+            k, v = _heads(h, w_kv, b_kv, block.self_attn.num_heads, 2)  # (B, H, T, Dh): the new positions' only
+            if cache is not None:
+                k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
+            new_cache.append((k, v))
+            (q,) = _heads(h, w_q, b_q, block.self_attn.num_heads, 1)
+            return _attend(block.self_attn, q, k, v, mask), None
+
+        x, _ = block.sub_self(x, self_attention, False)
+        def cross_attention(h: torch.Tensor, i: int = i, block: DecoderBlock = block):
+            w_q, b_q, _, _ = weights[i][1]
+            (q,) = _heads(h, w_q, b_q, block.cross_attn.num_heads, 1)
+            return _attend(block.cross_attn, q, *memory_kv[i], src_keep), None
+
+        x, _ = block.sub_cross(x, cross_attention, False)
+        x, _ = block.sub_ff(x, lambda h, b=block: (b.ff(h, False), None), False)
+    if dec.final_norm is not None:
+        x = dec.final_norm(x)
+    logits = dec.out(x) if dec.out is not None else project(x, dec.embedding.table.T, dec.out_bias)  # (B, T, V)
+    return logits, new_cache
+
+
+def _cached_next_log_probs(model: Transformer, src: np.ndarray, batch_size: int):
+    """Like ``_next_log_probs``, with a KV cache: each call computes only the newest target position.
+
+    The prefixes of a call must extend those of the previous one by one token (found with
+    ``cache_parents``; beam search reorders them); otherwise they are read from scratch.
+    """
+    device = _device(model)
+    with torch.no_grad():
+        parts = [model.encode(torch.as_tensor(np.asarray(src[i : i + batch_size]), device=device), False)[:2]
+                 for i in range(0, len(src), batch_size)]
+        memory = torch.cat([p[0] for p in parts])  # (N, Ts, D)
+        keep = torch.cat([p[1] for p in parts])  # (N, 1, 1, Ts)
+        weights = [(_split_weights(block.self_attn), _split_weights(block.cross_attn)) for block in model.decoder.blocks]
+        memory_kv = [_heads(memory, w[1][2], w[1][3], block.cross_attn.num_heads, 2)  # L x (N, H, Ts, Dh) twice
+                     for w, block in zip(weights, model.decoder.blocks)]
+    state: dict = {"rows": None, "prefixes": None, "cache": None}
+
+    @torch.no_grad()
+    def fn(rows: np.ndarray, prefixes: np.ndarray) -> np.ndarray:
+        parents = None if state["prefixes"] is None else cache_parents(state["rows"], state["prefixes"], rows, prefixes)
+        start = 0 if parents is None else prefixes.shape[1] - 1
+        if parents is not None:
+            index = torch.as_tensor(parents, device=device)
+            old = [(k[index], v[index]) for k, v in state["cache"]]
+        out, caches = [], []
+        for i in range(0, len(rows), batch_size):
+            r = torch.as_tensor(rows[i : i + batch_size], device=device)
+            p = torch.as_tensor(prefixes[i : i + batch_size], device=device)
+            past = None if parents is None else [(k[i : i + batch_size], v[i : i + batch_size]) for k, v in old]
+            logits, cache = _decode_cached(model, p[:, start:], start, weights, [(k[r], v[r]) for k, v in memory_kv], keep[r], past,
+                                           (p != PAD_ID)[:, None, None, :])
+            out.append(torch.log_softmax(logits[:, -1].float(), dim=-1).cpu().numpy())  # (b, V)
+            caches.append(cache)
+        state.update(rows=np.asarray(rows), prefixes=np.asarray(prefixes),
+                     cache=[(torch.cat([c[j][0] for c in caches]), torch.cat([c[j][1] for c in caches])) for j in range(len(caches[0]))])
+        return np.concatenate(out)
+
+    return fn
+
+
 def greedy_decode(
-    model: Transformer, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 256
+    model: Transformer, src: np.ndarray, max_len: int, bos_id: int = 1, eos_id: int = 2, batch_size: int = 256,
+    use_cache: bool = True,
 ) -> np.ndarray:
     """Decode by feeding back the most likely token at every step (no teacher forcing).
 
-    The source is encoded once; each step re-runs the decoder on the prefix so far.
+    The source is encoded once. With ``use_cache`` (the default) each step computes only
+    the newest target position and reads the earlier positions' keys and values from a
+    cache; ``use_cache=False`` re-runs the decoder on the whole prefix. Same tokens.
     After <eos> a row emits padding (0).
     Shapes: src (B, Ts) -> tokens (B, max_len).
     """
     _check_ids("src", torch.as_tensor(np.asarray(src)), "(B, Ts)")
     model.eval()
-    return greedy_search(_next_log_probs(model, np.asarray(src), batch_size), len(src), max_len, bos_id, eos_id)
+    make = _cached_next_log_probs if use_cache else _next_log_probs
+    return greedy_search(make(model, np.asarray(src), batch_size), len(src), max_len, bos_id, eos_id)
 
 
 def beam_search(
@@ -493,14 +603,17 @@ def beam_search(
     bos_id: int = 1,
     eos_id: int = 2,
     batch_size: int = 256,
+    use_cache: bool = True,
 ) -> np.ndarray:
     """Beam search with the GNMT length penalty ((5 + |Y|) / 6) ** alpha.
 
+    ``use_cache`` as in ``greedy_decode``: the cache follows each hypothesis as the
+    beams are reordered. Same tokens either way.
     Shapes: src (B, Ts) -> tokens (B, max_len) (the best hypothesis of each source, padding after <eos>).
     """
     _check_ids("src", torch.as_tensor(np.asarray(src)), "(B, Ts)")
     model.eval()
-    fn = _next_log_probs(model, np.asarray(src), batch_size)
+    fn = (_cached_next_log_probs if use_cache else _next_log_probs)(model, np.asarray(src), batch_size)
     return beam_search_loop(fn, len(src), max_len, beam_size, alpha, bos_id, eos_id)[0]
 
 
