@@ -424,6 +424,28 @@ def test_masking_is_repeatable_by_seed_and_checks_arguments(impl) -> None:
 
 
 @pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_masking_split_sets_what_the_chosen_tokens_become(impl) -> None:
+    ids = _masking_batch(2)
+    default = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5)]
+    explicit = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=(0.8, 0.1, 0.1))]
+    assert all(np.array_equal(a, b) for a, b in zip(default, explicit)), "split=(0.8, 0.1, 0.1) is the default"
+    for split, what in [((1.0, 0.0, 0.0), "mask"), ((0.0, 0.0, 1.0), "keep"), ((0.0, 1.0, 0.0), "random")]:
+        inputs, labels = (np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=split))
+        c = labels != common.IGNORE_INDEX
+        assert np.array_equal(c, default[1] != common.IGNORE_INDEX), "the split must not change which tokens are chosen"
+        if what == "mask":
+            assert np.all(inputs[c] == MASK_ID), "split (1, 0, 0): every chosen token must become [MASK]"
+        elif what == "keep":
+            assert np.array_equal(inputs, ids), "split (0, 0, 1): the inputs must stay as they were"
+        else:
+            assert not np.isin(inputs[c], SPECIAL).any() and (inputs[c] != ids[c]).mean() > 0.9, (
+                "split (0, 1, 0): every chosen token must become a random ordinary token")
+    for bad in [(0.8, 0.1), (0.5, 0.1, 0.1), (1.2, -0.1, -0.1), "mask"]:
+        with pytest.raises(ValueError, match="split"):
+            impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=bad)
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
 def test_mlm_loss_counts_only_chosen_positions(impl) -> None:
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 5, 7)).astype("float32")

@@ -21,7 +21,7 @@ from utils.transformer.torch_impl import EncoderBlock, LayerNorm, Linear, export
 
 from utils.training import batch_order, planned_steps, train_loop
 
-from .common import IGNORE_INDEX, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule
+from .common import IGNORE_INDEX, MLM_SPLIT, BertConfig, check_mlm_args, check_pooling, encode_texts, trim_rows, warmup_linear_decay, warmup_linear_schedule
 from .weights import hf_to_course, read_hf_folder, resolve_model_dir
 
 __all__ = [
@@ -237,9 +237,11 @@ def mask_tokens(
     special_ids: Sequence[int],
     mlm_probability: float = 0.15,
     seed: int | None = None,
+    split: Sequence[float] = MLM_SPLIT,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking: choose each non-special token with probability ``mlm_probability``;
-    of the chosen, 80% become [MASK], 10% a random (non-special) token, 10% stay as they are.
+    of the chosen, 80% become [MASK], 10% a random (non-special) token, 10% stay as they are
+    (``split``, e.g. (1.0, 0.0, 0.0) to always write [MASK]).
 
     Special tokens ([CLS], [SEP], [PAD], ...) and padding are never chosen. Labels
     hold the original id at chosen positions and -100 (``IGNORE_INDEX``) elsewhere,
@@ -247,7 +249,7 @@ def mask_tokens(
     Shapes: token_ids (B, T) -> inputs (B, T), labels (B, T).
     """
     ids = _as_ids("token_ids", token_ids)
-    allowed = torch.as_tensor(check_mlm_args(tuple(ids.shape), mask_id, vocab_size, special_ids, mlm_probability), device=ids.device)
+    allowed = torch.as_tensor(check_mlm_args(tuple(ids.shape), mask_id, vocab_size, special_ids, mlm_probability, split), device=ids.device)
     gen = torch.Generator(device=ids.device)
     if seed is None:
         gen.seed()
@@ -258,8 +260,9 @@ def mask_tokens(
     chosen = (torch.rand(ids.shape, generator=gen, device=ids.device) < mlm_probability) & eligible  # (B, T)
     labels = torch.where(chosen, ids, torch.full_like(ids, IGNORE_INDEX))
     r = torch.rand(ids.shape, generator=gen, device=ids.device)  # one draw decides [MASK] / random / keep
-    to_mask = chosen & (r < 0.8)
-    to_random = chosen & (r >= 0.8) & (r < 0.9)
+    p_mask, p_random = float(split[0]), float(split[0]) + float(split[1])  # r below p_mask: [MASK]; up to p_random: random
+    to_mask = chosen & (r < p_mask)
+    to_random = chosen & (r >= p_mask) & (r < p_random)
     random_ids = allowed[torch.randint(len(allowed), ids.shape, generator=gen, device=ids.device)]  # (B, T)
     inputs = torch.where(to_mask, torch.full_like(ids, int(mask_id)), ids)
     inputs = torch.where(to_random, random_ids, inputs)
@@ -295,13 +298,15 @@ def pretrain_mlm(
     seed: int = 0,
     max_seconds: float | None = None,
     progress: bool = True,
+    split: Sequence[float] = MLM_SPLIT,
 ) -> dict[str, list[float]]:
     """Masked-language-model pre-training: draw a batch, mask it afresh, predict the chosen tokens.
 
     AdamW (weight decay 0.01), warm-up then linear decay, gradient clipping at 1,
     in the course's loop (``utils.training.train_loop``) as one epoch of ``steps``
     batches whose rows are drawn with replacement by a NumPy generator seeded
-    with ``seed``. Returns the loop's history: "batch_loss", "lr" and
+    with ``seed``. ``split`` is passed to ``mask_tokens`` (BERT's 80/10/10 by
+    default). Returns the loop's history: "batch_loss", "lr" and
     "step_seconds" per step, "loss" and "seconds" for the whole run.
     Shapes: token_ids (N, T).
     """
@@ -315,7 +320,7 @@ def pretrain_mlm(
     def step(rows: np.ndarray, lr: float) -> float:
         _set_lr(optimizer, lr)
         batch = torch.as_tensor(ids[rows], device=device)
-        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + done[0])
+        inputs, labels = mask_tokens(batch, mask_id, model.config.vocab_size, special_ids, seed=seed * 1_000_003 + done[0], split=split)
         done[0] += 1
         logits, _ = model(inputs, None, batch != model.config.pad_id, True)
         loss = mlm_loss(logits, labels)
