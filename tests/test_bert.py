@@ -458,6 +458,20 @@ def test_mlm_loss_counts_only_chosen_positions(impl) -> None:
     assert got == pytest.approx(expected, abs=1e-5), f"{impl.__name__}.mlm_loss: expected {expected:.5f}, got {got:.5f}"
 
 
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_pretraining_loss_at_the_chosen_positions_equals_mlm_loss(impl) -> None:
+    """pretrain_mlm's fast path runs the head at the chosen positions only; the loss must not change."""
+    ids = _masking_batch(3)[:8, :32]
+    inputs, labels = impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=4)
+    keep = torch.as_tensor(ids != 0) if impl is T else ids != 0
+    torch.manual_seed(0)
+    model = impl.BertForMaskedLM(_config(vocab_size=VOCAB, max_len=40, dropout=0.0))
+    with torch.no_grad():  # (no effect on Keras)
+        full = float(impl.mlm_loss(model(inputs, None, keep, training=False)[0], labels))
+        fast = float(impl._chosen_loss(model, inputs, labels, keep, False))
+    assert fast == pytest.approx(full, abs=1e-5), f"{impl.__name__}: the fast path's loss {fast:.6f} != mlm_loss {full:.6f}"
+
+
 def test_tiny_mlm_pretraining_lowers_the_loss() -> None:
     ids = np.tile(np.array([[2, 5, 6, 7, 8, 9, 10, 11, 3, 0]]), (16, 1))  # one sentence: easy to memorise
     for impl in (T, K):
