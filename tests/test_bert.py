@@ -424,6 +424,28 @@ def test_masking_is_repeatable_by_seed_and_checks_arguments(impl) -> None:
 
 
 @pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_masking_split_sets_what_the_chosen_tokens_become(impl) -> None:
+    ids = _masking_batch(2)
+    default = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5)]
+    explicit = [np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=(0.8, 0.1, 0.1))]
+    assert all(np.array_equal(a, b) for a, b in zip(default, explicit)), "split=(0.8, 0.1, 0.1) is the default"
+    for split, what in [((1.0, 0.0, 0.0), "mask"), ((0.0, 0.0, 1.0), "keep"), ((0.0, 1.0, 0.0), "random")]:
+        inputs, labels = (np.asarray(x) for x in impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=split))
+        c = labels != common.IGNORE_INDEX
+        assert np.array_equal(c, default[1] != common.IGNORE_INDEX), "the split must not change which tokens are chosen"
+        if what == "mask":
+            assert np.all(inputs[c] == MASK_ID), "split (1, 0, 0): every chosen token must become [MASK]"
+        elif what == "keep":
+            assert np.array_equal(inputs, ids), "split (0, 0, 1): the inputs must stay as they were"
+        else:
+            assert not np.isin(inputs[c], SPECIAL).any() and (inputs[c] != ids[c]).mean() > 0.9, (
+                "split (0, 1, 0): every chosen token must become a random ordinary token")
+    for bad in [(0.8, 0.1), (0.5, 0.1, 0.1), (1.2, -0.1, -0.1), "mask"]:
+        with pytest.raises(ValueError, match="split"):
+            impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=bad)
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
 def test_mlm_loss_counts_only_chosen_positions(impl) -> None:
     rng = np.random.default_rng(0)
     logits = rng.normal(size=(2, 5, 7)).astype("float32")
@@ -434,6 +456,20 @@ def test_mlm_loss_counts_only_chosen_positions(impl) -> None:
     lt = logits if impl is K else torch.as_tensor(logits)
     got = float(impl.mlm_loss(lt, labels))
     assert got == pytest.approx(expected, abs=1e-5), f"{impl.__name__}.mlm_loss: expected {expected:.5f}, got {got:.5f}"
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_pretraining_loss_at_the_chosen_positions_equals_mlm_loss(impl) -> None:
+    """pretrain_mlm's fast path runs the head at the chosen positions only; the loss must not change."""
+    ids = _masking_batch(3)[:8, :32]
+    inputs, labels = impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=4)
+    keep = torch.as_tensor(ids != 0) if impl is T else ids != 0
+    torch.manual_seed(0)
+    model = impl.BertForMaskedLM(_config(vocab_size=VOCAB, max_len=40, dropout=0.0))
+    with torch.no_grad():  # (no effect on Keras)
+        full = float(impl.mlm_loss(model(inputs, None, keep, training=False)[0], labels))
+        fast = float(impl._chosen_loss(model, inputs, labels, keep, False))
+    assert fast == pytest.approx(full, abs=1e-5), f"{impl.__name__}: the fast path's loss {fast:.6f} != mlm_loss {full:.6f}"
 
 
 def test_tiny_mlm_pretraining_lowers_the_loss() -> None:

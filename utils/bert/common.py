@@ -7,7 +7,8 @@
   truncated with a warning, never an index error.
 * ``warmup_linear_decay``: BERT's learning rate, a linear rise then a linear fall;
   ``warmup_linear_schedule`` makes it the schedule both twins' ``make_optimizer`` return.
-* ``check_mlm_args``: the arguments of the masking function, checked once for both twins.
+* ``check_mlm_args``: the arguments of the masking function, checked once for both twins;
+  ``MLM_SPLIT`` is BERT's 80/10/10 split of the chosen tokens.
 * ``POOLINGS`` / ``check_pooling``: how a classifier turns the token vectors into
   one sentence vector ("cls": BERT's pooler on [CLS]; "mean": the average over
   the real tokens, as sentence-transformers checkpoints are trained).
@@ -37,6 +38,7 @@ __all__ = [
     "encode_texts",
     "warmup_linear_decay",
     "warmup_linear_schedule",
+    "MLM_SPLIT",
     "check_mlm_args",
     "trim_rows",
     "batch_order",
@@ -205,9 +207,21 @@ def warmup_linear_schedule(peak_lr: float, total_steps: int, warmup_fraction: fl
     return schedule
 
 
-def check_mlm_args(shape: tuple, mask_id: int, vocab_size: int, special_ids: Sequence[int], mlm_probability: float) -> np.ndarray:
+MLM_SPLIT = (0.8, 0.1, 0.1)  # of the chosen tokens: [MASK], a random token, unchanged (BERT's 80/10/10)
+
+
+def check_mlm_args(
+    shape: tuple,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int],
+    mlm_probability: float,
+    split: Sequence[float] = MLM_SPLIT,
+) -> np.ndarray:
     """Check the masking function's arguments; return the ids a random replacement may take.
 
+    ``split``: the fractions of the chosen tokens that become [MASK], a random
+    ordinary token, or stay as they are; three numbers >= 0 that sum to 1.
     Shapes: shape is (B, T); returns (V - number of special ids,).
     """
     if len(shape) != 2:
@@ -217,6 +231,9 @@ def check_mlm_args(shape: tuple, mask_id: int, vocab_size: int, special_ids: Seq
         raise ValueError(f"mask_id: expected an id in [0, vocab_size={vocab_size}), got {mask_id!r}")
     if not 0.0 < float(mlm_probability) < 1.0:
         raise ValueError(f"mlm_probability: expected a probability in (0, 1), got {mlm_probability!r}")
+    parts = tuple(split) if isinstance(split, (list, tuple)) else ()
+    if len(parts) != 3 or not all(isinstance(p, (int, float)) and p >= 0 for p in parts) or abs(sum(parts) - 1.0) > 1e-6:
+        raise ValueError(f"split: expected three fractions ([MASK], random, kept) >= 0 that sum to 1, got {split!r}")
     special = np.asarray(sorted(set(int(i) for i in special_ids) | {int(mask_id)}), dtype=np.int64)
     allowed = np.setdiff1d(np.arange(vocab_size), special)
     if allowed.size == 0:
