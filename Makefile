@@ -13,8 +13,9 @@ ASSIGNMENT ?=
 PROFILE ?= cpu
 LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
+comma := ,
 
-.PHONY: install lab test assignments grade bench compat clean-grading book book-deps
+.PHONY: hub hub-deps install lab test assignments grade feedback report similarity export bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -44,7 +45,32 @@ assignments: install
 #   make grade ASSIGNMENT=01_soft_attention_pytorch [JOBS=N] [UNSAFE=1]
 grade: install
 	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id> [JOBS=N]  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
-	$(RUN) -m tools.grade "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe)
+	$(RUN) -m grader "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe) \
+		$(if $(STUDENT),--student "$(STUDENT)") $(if $(FORCE),--force) $(if $(SCHEDULER),--scheduler "$(SCHEDULER)")
+
+# After grading the written answers by hand in nbgrader's formgrader: the final CSV and feedback
+# pages (with your comments), from the gradebook; no notebook runs again.
+#   make feedback ASSIGNMENT=07_bert_pytorch
+feedback: install
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make feedback ASSIGNMENT=<id>"; exit 2; }
+	$(RUN) -m grader "$(ASSIGNMENT)" --after-hand-grading $(if $(JOBS),--jobs $(JOBS))
+
+# Submissions whose code is unusually alike (copydetect): grades/<id>-similarity.html
+#   make similarity ASSIGNMENT=<id> [THRESHOLD=0.5]
+similarity: install
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make similarity ASSIGNMENT=<id> [THRESHOLD=0.5]"; exit 2; }
+	$(RUN) -m grader.similarity "$(ASSIGNMENT)" $(if $(THRESHOLD),--threshold $(THRESHOLD))
+
+# Grades for the LMS, through nbgrader's exporter plug-ins (grader/export.py):
+#   make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv]
+export: install
+	@test -n "$(ROSTER)" || { echo "usage: make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv]"; exit 2; }
+	$(RUN) -m nbgrader export --exporter=grader.export.$(if $(filter moodle,$(LMS)),Moodle,Canvas)Export \
+		--$(if $(filter moodle,$(LMS)),Moodle,Canvas)Export.roster="$(ROSTER)" $(if $(TO),--to="$(TO)")
+
+# The term so far: grades/report/index.html (the class) and one page per student, from every graded assignment.
+report: install
+	$(RUN) -m grader.report
 
 # Quality and speed runs too long for CI; results are recorded under benchmarks/.
 bench: install
@@ -72,3 +98,20 @@ compat:
 
 clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange
+
+# The course under JupyterHub on this machine, for a trial (deploy/, README "A class on a server").
+# Runs as root (the hub starts each user's server as that user); the users must exist:
+#   sudo make hub STUDENTS=ann,bob INSTRUCTORS=teacher PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange]
+HUB_DEPS := $(VENV)/.hub-installed
+hub-deps: $(HUB_DEPS)
+$(HUB_DEPS): $(STAMP)
+	$(BIN)/python -m pip install -q -e ".[dev,hub]"
+	touch $(HUB_DEPS)
+
+hub: install $(HUB_DEPS)
+	@test "$$(id -u)" = 0 || { echo "make hub: run it as root (sudo): the hub starts each user's server as that user"; exit 2; }
+	@test -n "$(STUDENTS)" -a -n "$(INSTRUCTORS)" -a -n "$(PASSWORD)" || { echo "usage: sudo make hub STUDENTS=a,b INSTRUCTORS=t PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange] [GRADERS=attention-graders]"; exit 2; }
+	deploy/setup_exchange.sh "$(or $(EXCHANGE),/srv/nbgrader/exchange)" attention-course "$(firstword $(subst $(comma), ,$(INSTRUCTORS)))" "$(or $(GRADERS),attention-graders)"
+	COURSE_STUDENTS="$(STUDENTS)" COURSE_INSTRUCTORS="$(INSTRUCTORS)" HUB_TRIAL_PASSWORD="$(PASSWORD)" \
+		HUB_PORT="$(or $(PORT),8000)" COURSE_EXCHANGE="$(or $(EXCHANGE),/srv/nbgrader/exchange)" \
+		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyterhub -f deploy/jupyterhub_config.py

@@ -44,3 +44,11 @@ c.GenerateFeedback.preprocessors = [
     "nbgrader.preprocessors.ClearHiddenTests",
     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor",
 ]
+
+# Late penalties (grader/late.py, nbgrader's late-submission plug-in mechanism): one point off
+# per started day after the due date, at most three, never below zero. The due date is the
+# assignment's in the gradebook: `nbgrader db assignment add <id> --duedate="2026-12-01 17:00:00 UTC"`.
+c.AssignLatePenalties.plugin_class = "grader.late.PerDayCapped"
+c.PerDayCapped.points_per_day = 1.0
+c.PerDayCapped.max_points = 3.0
+c.PerDayCapped.grace_minutes = 0.0

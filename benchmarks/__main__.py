@@ -25,6 +25,7 @@ RUNS: dict[str, list[list[str]]] = {
     "notebooks": [["--profile", "cpu", "--json", str(RESULTS / "notebooks_cpu.json")]],
     "attention_speed": [["--json", str(RESULTS / "attention_speed.json")]],
     "transformer_step": [["--json", str(RESULTS / "transformer_step.json")]],
+    "efficient_attention": [["--json", str(RESULTS / "efficient_attention.json")]],
     "seq2seq_dates": [["--framework", fw, "--json", str(RESULTS / f"seq2seq_dates_{fw}.json")] for fw in ("pytorch", "tensorflow")],
     "bert_finetune": [["--framework", fw, "--json", str(RESULTS / f"bert_finetune_{fw}.json")] for fw in ("pytorch", "tensorflow")],
     "grading": [["--assignment", a, "--count", "100", "--jobs", "1", "2", "--json", str(RESULTS / f"grading_{a}.json")]

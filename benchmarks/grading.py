@@ -8,7 +8,7 @@ assignment's mutants), 10% blank, 10% broken (an exception, a dead kernel, not
 JSON), 15% hostile with blank answers (patched checks, an IPython hook that
 turns the tests into ``pass``, a process bomb), so any point they get is stolen. The same folder is graded by ``nbgrader autograde``
 then ``generate_feedback`` (unsandboxed, in-kernel verdicts: the baseline) and by
-``tools.grade`` (which also writes the feedback) with each
+``python -m grader`` (which also writes the feedback) with each
 ``--jobs`` value. Reported: seconds and submissions per minute for each, and
 the sandbox's cost over the baseline at one job.
 """
@@ -32,7 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests import grading_support as gs  # noqa: E402
-from tools.grade import grade  # noqa: E402
+from grader.grade import grade  # noqa: E402
 
 HOSTILE = {
     "patched_checks": ("import numpy, utils.grading as g\nnumpy.allclose = lambda *a, **k: True\n"
@@ -41,6 +41,23 @@ HOSTILE = {
     "process_bomb": ("import subprocess\nkids = []\nfor _ in range(600):\n    try:\n"
                      "        kids.append(subprocess.Popen(['sleep', '60']))\n    except Exception:\n        break\n"),
 }
+
+
+MUTANT_OF: dict[str, str] = {}  # student -> the mistake message of the mutant they submitted
+
+
+def report_check(course: Path, assignment: str, kinds: dict[str, str]) -> dict:
+    """Does the class report count each mutant's mistake as often as it was submitted?"""
+    report = json.loads((course / "grades" / f"{assignment}-report.json").read_text(encoding="utf-8"))
+    expected: dict[str, int] = {}
+    for student, message in MUTANT_OF.items():
+        if student in kinds:
+            expected[message] = expected.get(message, 0) + 1
+    # one mistake can fail the tests of several exercises (a wrong masked_softmax fails every
+    # exercise that uses it): count it in the exercise where the most students show it
+    counted = {m: max([sum(row["students"] for row in exercise["mistakes"] if m in row["mistake"])
+                       for exercise in report["exercises"]] or [0]) for m in expected}
+    return {"expected": expected, "reported": counted, "all_counted": counted == expected}
 
 
 def build(course: Path, assignment: str, count: int) -> dict[str, str]:
@@ -62,6 +79,7 @@ def build(course: Path, assignment: str, count: int) -> dict[str, str]:
             for old, new in m["replace"]:
                 code = code.replace(old, new)
             kind, cells = "partial", {**fills, m["cell"]: code}
+            MUTANT_OF[student] = m["message"]
         elif share < 75:
             kind, cells = "blank", {}
         elif share < 85:
@@ -95,6 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--timeout", type=int, default=30, help="seconds per cell, for every grader")
     parser.add_argument("--skip-nbgrader", action="store_true")
+    parser.add_argument("--dask-workers", type=int, default=0,
+                        help="also grade on a local Dask cluster of this many worker processes (one thread each)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     os.environ.setdefault("COURSE_PROFILE", "smoke")
@@ -126,20 +146,41 @@ def main(argv: list[str] | None = None) -> dict:
             by_kind: dict[str, list[float]] = {}
             for r in results:
                 by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
-            runs[f"tools_grade_jobs{jobs}"] = {
+            runs[f"grader_jobs{jobs}"] = {
                 "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
                 "graded": len(results), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1),
                 "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
             }
-            print(f"tools.grade --jobs {jobs}", runs[f"tools_grade_jobs{jobs}"], flush=True)
+            runs[f"grader_jobs{jobs}"]["report"] = report_check(course, args.assignment, kinds)
+            print(f"grader --jobs {jobs}", runs[f"grader_jobs{jobs}"], flush=True)
+        if args.dask_workers:
+            from distributed import LocalCluster
+
+            course, kinds = fresh_course(work, args.assignment, args.count, "dask")
+            with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster:
+                start, cpu = time.monotonic(), os.times()
+                results = grade(args.assignment, course, timeout=args.timeout, scheduler=cluster.scheduler_address)
+                seconds = time.monotonic() - start
+            by_kind = {}
+            for r in results:
+                by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
+            key = f"grader_dask_local_{args.dask_workers}_workers"
+            runs[key] = {
+                "seconds": round(seconds, 1), "per_minute": round(args.count / seconds * 60, 1),
+                "per_worker_minute": round(args.count / seconds * 60 / args.dask_workers, 1), "graded": len(results),
+                "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
+                "report": report_check(course, args.assignment, kinds),
+            }
+            print(key, runs[key], flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out = {"assignment": args.assignment, "count": args.count, "cell_timeout_s": args.timeout,
            "machine": f"{platform.machine()}, {os.cpu_count()} cores", "load_before": os.getloadavg(), "runs": runs}
-    if "nbgrader_autograde" in runs and "tools_grade_jobs1" in runs:
-        out["sandbox_cost_at_jobs1"] = round(runs["tools_grade_jobs1"]["seconds"] / runs["nbgrader_autograde"]["seconds"] - 1, 3)
-    if "tools_grade_jobs1" in runs and "tools_grade_jobs2" in runs:
-        out["speedup_jobs2"] = round(runs["tools_grade_jobs1"]["seconds"] / runs["tools_grade_jobs2"]["seconds"], 2)
+    if "nbgrader_autograde" in runs and "grader_jobs1" in runs:
+        out["sandbox_cost_at_jobs1"] = round(runs["grader_jobs1"]["seconds"] / runs["nbgrader_autograde"]["seconds"] - 1, 3)
+    if "grader_jobs1" in runs and "grader_jobs2" in runs:
+        out["speedup_jobs2"] = round(runs["grader_jobs1"]["seconds"] / runs["grader_jobs2"]["seconds"], 2)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(out, indent=2) + "\n")

@@ -25,6 +25,9 @@ def nbgrader_env() -> dict:
     # nbgrader runs `alembic` from the environment's bin folder when it creates a gradebook
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.update(COURSE_PROFILE="smoke", COURSE_THREADS="1", OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    # nbgrader runs in a throw-away course folder; the course's plug-ins (grader.late, grader.export)
+    # are importable as they are from the real course folder
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
 
@@ -67,12 +70,13 @@ def significant_lines(text: str) -> set[str]:
     return {line for line in lines if len(line) >= 12 and not line.startswith("#")}
 
 
-def student_fill(source_nb) -> dict[str, str]:
-    """What a student who solved everything writes into each solution cell (marker lines dropped)."""
+def student_fill(source_nb, written: bool = False) -> dict[str, str]:
+    """What a student who solved everything writes into each solution cell (marker lines dropped);
+    with ``written``, also their answers in the hand-graded markdown cells."""
     fills = {}
     for cell in source_nb.cells:
         meta = cell.metadata.get("nbgrader", {})
-        if meta.get("solution") and cell.cell_type == "code":
+        if meta.get("solution") and (cell.cell_type == "code" or written):
             fills[meta["grade_id"]] = "\n".join(
                 line for line in cell.source.splitlines()
                 if line.strip() not in (BEGIN_SOLUTION, END_SOLUTION)
@@ -108,6 +112,25 @@ def scores(course: Path, assignment: str) -> dict[str, tuple[float, float]]:
             out[sub.student_id] = (float(sub.score), float(sub.max_score))
         return out
 
+
+def hand_graded_points(source_nb) -> float:
+    """Points of the answers graded by hand (cells that are both a solution and a grade cell)."""
+    return sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source_nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution"))
+
+
+def graded_status(by_hand: float) -> str:
+    """The status of a notebook graded to its end: provisional while written answers wait for the instructor."""
+    return "provisional" if by_hand else "graded"
+
+
+def full_marks(result, by_hand: float) -> bool:
+    """Every automatic point; the ``by_hand`` points of the written answers wait for the instructor."""
+    return result.status == graded_status(by_hand) and result.score == result.max_score - by_hand > 0
+
+def without_hand_grading_note(note: str) -> str:
+    """A result's note less the part that says written answers wait for the instructor."""
+    return re.sub(r"(; )?hand grading pending \([^)]*\): the score is provisional", "", note).strip("; ")
 
 def visible_text(page: str) -> str:
     """An HTML page as the reader sees it: tags dropped, entities decoded."""

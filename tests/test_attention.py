@@ -107,6 +107,38 @@ def test_gaussian_kernel_scores_twins() -> None:
     close(K.gaussian_kernel_scores(xq, xk, 2.0), ref)
 
 
+def test_cosine_scores_twins_and_properties() -> None:
+    q, k, _ = data((2,))
+    q[0, 1], k[1, 2] = 0.0, 0.0  # a zero query and a zero key: no direction, score 0
+    lengths = RNG.uniform(0.1, 10.0, size=(2, 5, 1)).astype(np.float32)
+    ref = R.cosine_scores(q, k * lengths)
+    assert ref.shape == (2, 3, 5) and np.isfinite(ref).all() and (np.abs(ref) <= 1 + 1e-6).all()
+    close(ref, R.cosine_scores(q, k))  # the lengths of the keys do not matter, only their directions
+    assert (ref[0, 1] == 0).all() and (ref[1, :, 2] == 0).all()
+    close(R.cosine_scores(k[:, :1] * 3.0, k[:, :1]), np.ones((2, 1, 1)))  # a key against itself, longer: 1
+    close(T.cosine_scores(torch.tensor(q), torch.tensor(k * lengths)), ref)
+    close(K.cosine_scores(q, k * lengths), ref)
+
+
+@pytest.mark.parametrize("batch", [(), (2,), (2, 3)])
+def test_top_k_mask_twins_and_properties(batch) -> None:
+    scores = RNG.normal(size=(*batch, 4, 6)).astype(np.float32)
+    mask = RNG.random((*batch, 1, 6)) > 0.5
+    mask[..., 0] = True
+    for k in (1, 2, 3, 6):
+        keep = R.top_k_mask(scores, k, mask)
+        np.testing.assert_array_equal(keep.sum(-1), np.minimum(k, np.broadcast_to(mask, keep.shape).sum(-1)))
+        assert not (keep & ~mask).any(), "a masked key is never among the k best"
+        kept_min = np.where(keep, scores, np.inf).min(-1)
+        dropped_max = np.where(np.broadcast_to(mask, keep.shape) & ~keep, scores, -np.inf).max(-1)
+        assert (kept_min > dropped_max).all(), "every kept score beats every dropped allowed score"
+        np.testing.assert_array_equal(T.top_k_mask(torch.tensor(scores), k, torch.tensor(mask)).numpy(), keep)
+        np.testing.assert_array_equal(np.asarray(K.top_k_mask(scores, k, mask)), keep)
+    np.testing.assert_array_equal(R.top_k_mask(scores, 2).sum(-1), 2)
+    with pytest.raises(ValueError, match="k: expected at most Tk=6"):
+        R.top_k_mask(scores, 7)
+
+
 BAD_CALLS = [
     ("keys", lambda m, q, k, v: m.scaled_dot_product_attention(q, k[..., :2], v), "keys: expected (..., Tk, D) with D=4"),
     ("values", lambda m, q, k, v: m.scaled_dot_product_attention(q, k, v[:, :3]), "values: expected (..., Tk, Dv)"),

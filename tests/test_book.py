@@ -4,7 +4,8 @@ as files and in a real headless Chromium.
 Checks: the landing page, the lesson pages, the quizzes and assignments pages exist;
 every relative link and image of every page resolves to a file of the site; nothing of
 ``solutions/`` (nbgrader's markers, distinctive solution and hidden-test lines) is
-anywhere in the site; the lesson pages hold figures; the quizzes hide their answers in
+anywhere in the site; the lesson pages hold figures and leave out the lesson's checks cell
+(tag ``checks``: the twin records and smoke guards the tests need); the quizzes hide their answers in
 ``<details>`` and their maths is typeset; in the browser the lesson page shows a loaded
 image and the console has no error. Screenshots go to ``build/book-screenshots/``.
 
@@ -180,6 +181,24 @@ def test_no_solution_or_hidden_test_text(site: Path):
             if squash(line) in text:
                 found.append(f"{path.relative_to(site)}: {line!r}")
     assert not found, "solution or hidden-test text in the book:\n" + "\n".join(found[:20])
+
+
+def test_lesson_pages_leave_out_the_checks_cell(site: Path):
+    """The checks cell (tag "checks", the last code cell: twin records, smoke guards) is for the
+    tests; tools/book.py skips it, so none of its code lines is on the rendered page."""
+    squash = lambda s: re.sub(r"\s+", "", unescape(s))  # noqa: E731  (highlighting splits code into spans)
+    for fw in ("pytorch", "tensorflow"):
+        nb = nbformat.read(ROOT / "lessons" / LESSON / f"{LESSON}_{fw}.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        checks = [c for c in code if "checks" in c.metadata.get("tags", [])]
+        assert len(checks) == 1, f"{LESSON}_{fw}: expected one cell tagged 'checks', found {len(checks)}"
+        lines = [line.strip() for line in checks[0].source.splitlines() if line.strip()]
+        assert any("runtime.record(" in line for line in lines), "the checks cell should hold the twin records"
+        page = squash("".join(_parse(site / "lessons" / LESSON / f"{LESSON}_{fw}.html").text))
+        teaching = next(c for c in code if "def masked_softmax" in c.source).source.splitlines()[0]
+        assert squash(teaching) in page, f"{fw} page: the reader above finds no teaching code ({teaching!r})"
+        shown = [line for line in lines if squash(line) in page]
+        assert not shown, f"{fw} page shows lines of the checks cell: {shown[:3]}"
 
 
 def test_lessons_have_figures_and_quizzes_hide_answers(site: Path):

@@ -154,8 +154,8 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         log.close()
 
 
-@pytest.fixture(scope="module")
-def browser(lab):
+def chrome_driver():
+    """A headless Chromium driven by the system's chromedriver (tests/test_hub.py uses it too)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -166,6 +166,12 @@ def browser(lab):
     options.binary_location = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     driver.set_script_timeout(60)
+    return driver
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    driver = chrome_driver()
     try:
         yield driver
     finally:
@@ -331,7 +337,7 @@ def _check_quizzes(driver, notebook: str, lesson: str, fw: str, parts: tuple = (
         check = next(b for b in box.find_elements("css selector", "button") if b.text.strip() == "Check")
         right = set(first.correct_set)
         wrong = {next(i for i in range(len(first.answers)) if i not in right)}
-        score = lambda: box.find_elements("css selector", ".widget-html")[-1].text  # noqa: E731
+        score = lambda: box.find_elements("css selector", ".widget-htmlmath")[-1].text  # noqa: E731  the last line
 
         for chosen, colour, expect in ((wrong, WRONG_COLOUR, f"Score: 0 / {len(questions)}"),
                                        (right, RIGHT_COLOUR, f"Score: 1 / {len(questions)}")):

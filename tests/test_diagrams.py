@@ -35,6 +35,8 @@ KEY_LABELS = {
                        "LayerNorm", "pre-LN", "linear + softmax", "positional", "N\\times", "optionally tied"],
     "07_bert": ["[CLS]", "[MASK]", "[SEP]", "segment", "position", "Transformer encoder", "MLM head", "pooler",
                 "classifier", "label", "pre-training", "fine-tuning"],
+    "09_efficient_attention": ["tiled (FlashAttention)", "online softmax", "tile", "sliding window", "global tokens",
+                               "random blocks", "state $S_t$", "S_t = S_{t-1} + \\phi(k_t) v_t^\\top"],
 }
 
 TOL = 1.0  # pixels: touching is not overlapping

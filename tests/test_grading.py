@@ -2,7 +2,7 @@
 
 For each assignment: the committed release equals a fresh
 ``nbgrader generate_assignment``; the release carries no solution and no hidden
-test; graded by ``tools.grade`` (sandboxed, every verdict decided outside the
+test; graded by ``python -m grader`` (sandboxed, every verdict decided outside the
 kernel), the solution, submitted as a student would, gets full marks; the
 untouched release autogrades to zero, and so does every trivial answer (zeros of
 the right shape, a constant, random values, the input unchanged: see
@@ -21,8 +21,8 @@ import pytest
 import yaml
 
 from tests import grading_support as gs
-from tools import sandbox
-from tools.grade import grade
+from grader import sandbox
+from grader.grade import grade
 from tools.sync_notebooks import render, repository_url
 
 ASSIGNMENTS = gs.assignment_ids()
@@ -54,7 +54,7 @@ def graded(request, tmp_path_factory) -> dict:
     release_nb = nbformat.read(release_path, as_version=4)
 
     fills = gs.student_fill(source_nb)
-    gs.write_submission(course, assignment, "solution", gs.fill_release(release_nb, fills))
+    gs.write_submission(course, assignment, "solution", gs.fill_release(release_nb, gs.student_fill(source_nb, written=True)))
     gs.write_submission(course, assignment, "release", release_nb)
     mutants = load_mutants(assignment)
     for i, m in enumerate(mutants):
@@ -100,9 +100,18 @@ def test_release_leaks_nothing(graded) -> None:
         assert not leaked, f"{aid}: the release contains {what} lines: {leaked[:3]}"
 
 
+def _hand_graded_points(source_nb) -> float:
+    return sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source_nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution"))
+
+
 def test_solution_gets_full_marks(graded) -> None:
+    """Every automatic point; the written answers wait for the instructor (the status says so)."""
     score, maximum = graded["scores"]["solution"]
-    assert maximum > 0 and score == maximum, f"{graded['id']}: the solution scored {score} / {maximum}"
+    by_hand = _hand_graded_points(graded["source"])
+    assert maximum > 0 and score == maximum - by_hand, f"{graded['id']}: the solution scored {score} / {maximum}"
+    result = graded["results"]["solution"]
+    assert result.status == ("provisional" if by_hand else "graded"), (result.status, result.note)
 
 
 def test_release_gets_zero(graded) -> None:
@@ -140,7 +149,8 @@ def test_trivial_answers_get_zero(graded, kind) -> None:
     """Points go to behaviour only: no test passes zeros, a constant, noise or the input handed back."""
     aid = graded["id"]
     result = graded["results"][f"trivial-{kind}"]
-    assert result.status == "graded" and result.tests, f"{aid}: the trivial answer {kind!r} was not graded: {result.note}"
+    graded_to_the_end = "provisional" if _hand_graded_points(graded["source"]) else "graded"  # written answers wait
+    assert result.status == graded_to_the_end and result.tests, f"{aid}: the trivial answer {kind!r} was not graded: {result.note}"
     earned = {gid: points for gid, (points, _, _) in result.tests.items() if points > 0}
     assert not earned, f"{aid}: the trivial answer {kind!r} earned points in {earned} ({result.score:g} / {result.max_score:g})"
 
@@ -155,3 +165,16 @@ def test_every_mistake_message_is_reached(graded) -> None:
     unreached = [m for m in messages if m[:80] not in shown]
     assert not unreached, (f"{aid}: no mutant in tests/mutants/{aid}.yml reaches these messages: {unreached}; "
                            "add a mutant that makes each mistake, or drop a message no mistake can produce")
+
+
+def test_each_mutant_is_told_its_own_mistake_and_no_other(graded) -> None:
+    """A hint names the mistake that was made, or none: the likely-mistake messages a mutant is shown
+    are its own only (a message shown for a mistake not made would send the student the wrong way)."""
+    aid = graded["id"]
+    messages = gs.mistake_messages(graded["source"])
+    for i, m in enumerate(graded["mutants"]):
+        shown = "\n".join(message for _, _, message in graded["results"][f"mutant{i}"].tests.values())
+        own = [m["message"], *m.get("also", [])]  # ``also``: other tests' words for the same mistake
+        wrong = [msg for msg in messages
+                 if msg[:80] in shown and not any(o in msg or msg in o for o in own)]
+        assert not wrong, f"{aid}: mutant {m['name']!r} was also told {wrong}"

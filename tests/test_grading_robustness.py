@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from tests import grading_support as gs
-from tools import sandbox
-from tools.grade import grade
+from grader import sandbox
+from grader.grade import grade
 
 AID = "01_soft_attention_pytorch"
 pytestmark = [pytest.mark.grading, pytest.mark.xdist_group("robustness")]
@@ -27,8 +27,8 @@ def graded(tmp_path_factory) -> dict:
         "a_good": gs.fill_release(release, fills),
         "b_raises": gs.fill_release(release, {**fills, "masked_softmax": 'raise RuntimeError("half done")'}),
         "c_hangs": gs.fill_release(release, {**fills, "masked_softmax": "while True:\n    pass\n" + fills["masked_softmax"]}),
-        "d_kills_kernel": gs.fill_release(release, {**fills, "additive": "import os\nos._exit(1)"}),
-        "e_huge_output": gs.fill_release(release, {**fills, "additive": fills["additive"] + '\nfor i in range(100000):\n    print("spam " * 20)'}),
+        "d_kills_kernel": gs.fill_release(release, {**fills, "top_k": "import os\nos._exit(1)"}),
+        "e_huge_output": gs.fill_release(release, {**fills, "top_k": fills["top_k"] + '\nfor i in range(100000):\n    print("spam " * 20)'}),
         "f_deleted_tests": gs.fill_release(release, fills),
         "z_good_after": gs.fill_release(release, fills),
     }
@@ -40,7 +40,7 @@ def graded(tmp_path_factory) -> dict:
     (broken / f"{AID}.ipynb").write_text("{ this is not a notebook")
     unsafe = sandbox.check() is not None and os.environ.get("CI") != "true"
     results = {r.student: r for r in grade(AID, course, timeout=10, unsafe=unsafe)}
-    return {"course": course, "results": results}
+    return {"course": course, "results": results, "by_hand": gs.hand_graded_points(source)}
 
 
 def test_every_submission_gets_a_row_and_feedback(graded) -> None:
@@ -55,13 +55,13 @@ def test_every_submission_gets_a_row_and_feedback(graded) -> None:
 def test_good_submissions_get_full_marks_before_and_after_bad_ones(graded) -> None:
     for student in ("a_good", "z_good_after"):
         r = graded["results"][student]
-        assert r.status == "graded" and r.score == r.max_score > 0, (student, r)
+        assert gs.full_marks(r, graded["by_hand"]), (student, r)
 
 
 def test_exception_and_hang_give_partial_marks(graded) -> None:
     for student in ("b_raises", "c_hangs"):
         r = graded["results"][student]
-        assert r.status == "graded" and 0 < r.score < r.max_score, (student, r)
+        assert r.status == gs.graded_status(graded["by_hand"]) and 0 < r.score < r.max_score, (student, r)
     assert "10 s limit per cell" in graded["results"]["c_hangs"].note
     page = gs.visible_text((graded["course"] / "feedback" / "c_hangs" / AID / f"{AID}.html").read_text())
     assert "10 s limit per cell" in page
@@ -69,7 +69,7 @@ def test_exception_and_hang_give_partial_marks(graded) -> None:
 
 def test_dead_kernel_keeps_the_points_earned_before_it_died(graded) -> None:
     r = graded["results"]["d_kills_kernel"]
-    assert r.status == "graded" and 0 < r.score < r.max_score and "kernel died" in r.note, r
+    assert r.status == gs.graded_status(graded["by_hand"]) and 0 < r.score < r.max_score and "kernel died" in r.note, r
     page = gs.visible_text((graded["course"] / "feedback" / "d_kills_kernel" / AID / f"{AID}.html").read_text())
     assert "kernel died" in page
 
@@ -83,13 +83,13 @@ def test_broken_file_gets_zero_with_a_reason(graded) -> None:
 
 def test_deleted_test_cells_are_restored_and_graded(graded) -> None:
     r = graded["results"]["f_deleted_tests"]
-    assert r.status == "graded" and r.score == r.max_score, r
+    assert gs.full_marks(r, graded["by_hand"]), r
     assert "restored" in r.note
     assert (graded["course"] / "grading_backups" / "f_deleted_tests" / AID / f"{AID}.ipynb").exists()
 
 
 def test_huge_output_is_cut(graded) -> None:
     r = graded["results"]["e_huge_output"]
-    assert r.status == "graded" and r.score == r.max_score, r
+    assert gs.full_marks(r, graded["by_hand"]), r
     graded_nb = graded["course"] / "autograded" / "e_huge_output" / AID / f"{AID}.ipynb"
     assert graded_nb.stat().st_size < 500_000, f"autograded notebook is {graded_nb.stat().st_size} bytes"

@@ -12,6 +12,7 @@ import csv
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -19,14 +20,15 @@ import sys
 import threading
 import time
 import uuid
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from tests import grading_support as gs
-from tools import sandbox
-from tools.grade import grade
+from grader import sandbox
+from grader.grade import grade
 
 pytestmark = [pytest.mark.grading]
 
@@ -159,43 +161,165 @@ class Sneaky:
         "g_reference_alias": {"cells": dict(reference_alias), "base": "good"},
         "h_huge_output": {"prefix": 'for _ in range(50_000):\n    print("x" * 1000)\n', "base": "good"},
     }
+    final, condition, target, args = PROBE_TARGETS[aid]
+    probe = (PROBE.replace("COURSE_PATH", c).replace("FINAL_NAME", repr(final)).replace("FINAL_CONDITION", condition)
+             .replace("REF_TARGET", repr(target)).replace("REF_ARGS", args))
+    out["m_probe"] = {"prefix": probe, "base": "good"}
+    out["n_kill_everything"] = {"suffix": "import os, signal\nos.kill(-1, signal.SIGKILL)\n", "base": "good"}
+    out["p_hostile_markdown"] = {"markdown": HOSTILE_MARKDOWN, "base": "good"}
     if "masked_softmax" in zeros:  # the frame reader fits assignment 1's array answers
         out["i_frame_reader"] = {"cells": {"masked_softmax": frame + (
             "\ndef masked_softmax(scores, mask=None):\n    return Sneaky(tuple(scores.shape))\n")}, "base": "zeros"}
     return out
 
 
+# The probe: a student who collects every piece of code their kernel is sent, looks for the grader's
+# files, fills the writable folders, tries four routes to the course's reference, and reports it all
+# through the one channel a student has: the error message of a failed test (the last hidden one).
+PROBE = r"""
+import glob, os, sys, threading
+_ip = get_ipython()
+_seen = []
+_ip.events.register("pre_run_cell", lambda info: _seen.append(info.raw_cell))
+
+def _fill(path):
+    n = 0
+    try:
+        with open(path, "wb") as fh:
+            for _ in range(300):
+                fh.write(b"x" * 2**20)
+                fh.flush()
+                n += 1
+    except OSError:
+        pass
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+    return n
+
+def _probe():
+    text = "\n".join(_seen)
+    flags = {"checks": int(any(k in text for k in ("check_close", "check_zero_where", "check_rows", "mistakes="))),
+             "hidden": int("HIDDEN" in text or "hidden test" in text)}
+    mounts = open("/proc/self/mountinfo").read()
+    flags["mount"] = int(any(k in mounts for k in (COURSE_PATH, "submitted", "autograded", "solutions")))
+    runner = 0
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except OSError:
+                continue
+            runner += any(k in cmd for k in (b"grader.runner", b"nbclient", b"pytest", b"grader.replay"))
+    flags["runner"] = runner
+    flags["home_mb"], flags["tmp_mb"] = _fill(os.path.expanduser("~/fill")), _fill("/tmp/fill")
+    import utils.attention.numpy_ref as nref
+    target = getattr(nref, REF_TARGET)
+    def in_thread():
+        out = []
+        t = threading.Thread(target=lambda: out.append(target(*REF_ARGS)))
+        t.start()
+        t.join()
+        return out[0]
+    def by_exec():
+        ns = {}
+        exec(compile(open(nref.__file__).read(), nref.__file__, "exec"), ns)
+        return ns[REF_TARGET](*REF_ARGS)
+    routes = [lambda: getattr(target, "__wrapped__", target)(*REF_ARGS), in_thread, by_exec]
+    for path in {p for entry in sys.path + ["/opt", "/home", "/tmp"] if os.path.isdir(entry)
+                 for p in glob.glob(os.path.join(entry, "**", "attention", "numpy_ref.py"), recursive=True)}:
+        def from_copy(path=path):
+            ns = {}
+            exec(compile(open(path).read(), path, "exec"), ns)
+            return ns[REF_TARGET](*REF_ARGS)
+        routes.append(from_copy)
+    hits = 0
+    for route in routes:
+        try:
+            route()
+            hits += 1
+        except Exception:
+            pass
+    flags["ref"] = hits
+    return " ".join(f"{k}={v}" for k, v in flags.items())
+
+def _wrap(result=None):
+    fn = _ip.user_ns.get(FINAL_NAME)
+    if fn is not None and not getattr(fn, "_probe", False):
+        def wrapped(*a, **k):
+            if FINAL_CONDITION:
+                raise ValueError("PROBE " + _probe())
+            return fn(*a, **k)
+        wrapped._probe, wrapped.__name__ = True, FINAL_NAME
+        _ip.user_ns[FINAL_NAME] = wrapped
+_ip.events.register("post_run_cell", _wrap)
+"""
+# per assignment: the function the last (hidden) test calls, how to recognise that call, and a
+# reference function with arguments that route attempts call
+PROBE_TARGETS = {
+    "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_softmax", "(np.zeros((2, 3)),)"),
+    "05_self_attention_tensorflow": ("grouped_query_attention", "a[4] == 6", "split_heads", "(np.zeros((1, 2, 4)), 2)"),
+}
+HOSTILE_MARKDOWN = (
+    "My notes. <script>document.title='XSS-SCRIPT'</script> <img src=x onerror=\"document.title='XSS-IMG'\">\n\n"
+    "[a link](javascript:alert('XSS-LINK')) <a href=\"jav&#x61;script:alert(1)\">b</a> <svg onload=alert(1)></svg>\n\n"
+    "[ref]: JaVaScRiPt:alert(2)\n\n$\\href{javascript:alert(3)}{maths}$\n\n" + "\\begin{a}" * 30000)
+
+
 ZEROS = {
     "01_soft_attention_pytorch": {
         "masked_softmax": "def masked_softmax(scores, mask=None):\n    return torch.zeros_like(scores)\n",
-        "scaled_dot_product_attention": (
-            "def scaled_dot_product_attention(queries, keys, values, mask=None):\n"
+        "top_k": (
+            "def top_k_attention(queries, keys, values, k, mask=None):\n"
             "    w = torch.zeros(*queries.shape[:-1], keys.shape[-2])\n"
             "    return torch.zeros(*queries.shape[:-1], values.shape[-1]), w\n"),
     },
     "05_self_attention_tensorflow": {
-        "causal_mask": "def causal_mask(T):\n    return np.ones((T, T), dtype=bool)\n",
+        "fix_decoder": (
+            "def causal_mask(T):\n    return np.ones((T, T), dtype=bool)\n"
+            "def masked_softmax(scores, mask):\n    return ops.zeros_like(scores)\n"
+            "def causal_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):\n"
+            "    B, T, D = ops.shape(x)\n    return ops.zeros_like(x), ops.zeros((B, num_heads, T, T))\n"),
     },
 }
 ALIAS = {
     "01_soft_attention_pytorch": {
         "masked_softmax": "from utils.attention.torch_impl import masked_softmax\n",
-        "scaled_dot_product_attention": (
-            'exec("def scaled_dot_product_attention(queries, keys, values, mask=None):\\n'
+        "cosine": (
+            'exec("def cosine_scores(queries, keys):\\n'
             '    import utils.attention.torch_impl as t\\n'
-            '    return t.scaled_dot_product_attention(queries, keys, values, mask)")\n'),
-        "additive": (
+            '    return t.cosine_scores(queries, keys)")\n'
+            "from utils.memory.torch_impl import content_addressing  # lesson 3's cosine lookup\n"
+            "def cosine_attention(queries, keys, values, temperature=1.0, mask=None):\n"
+            "    w = torch.stack([content_addressing(keys, queries[:, i], 1 / temperature) for i in range(queries.shape[1])], 1)\n"
+            "    return w @ values, w\n"),
+        "top_k": (
             "import importlib\n"
-            "def additive_scores(queries, keys, W_q, W_k, w_v):\n"
-            "    return getattr(importlib.import_module('utils.attention.torch_impl'), 'additive_scores')(queries, keys, W_q, W_k, w_v)\n"
-            "def additive_attention(queries, keys, values, W_q, W_k, w_v, mask=None):\n"
-            "    import utils.attention.torch_impl as t\n"
-            "    return t.additive_attention(queries, keys, values, W_q, W_k, w_v, mask)\n"),
+            "def top_k_attention(queries, keys, values, k, mask=None):\n"
+            "    t = importlib.import_module('utils.attention.torch_impl')\n"
+            "    scores = t.dot_scores(queries, keys)\n"
+            "    w = t.masked_softmax(scores, getattr(t, 'top_k_mask')(scores, k, mask))\n"
+            "    return w @ values, w\n"),
     },
     "05_self_attention_tensorflow": {
-        "causal_mask": "from utils.attention.keras_impl import causal_mask\n",
+        "fix_decoder": (
+            "from utils.attention.keras_impl import causal_mask, masked_softmax\n"
+            "import utils.attention.keras_impl as _k\n"
+            "def causal_self_attention(x, w_qkv, b_qkv, w_o, b_o, num_heads):\n"
+            "    return _k.multi_head_attention(x, x, x, w_qkv, b_qkv, w_o, b_o, num_heads, causal_mask(x.shape[1]))\n"),
     },
 }
+
+
+def honest_with_own_cells(release, fills: dict[str, str], first: str):
+    """A correct solution written as students write: a helper in a cell of its own (no grade_id) at the
+    very top, which the first answer needs, and a markdown note of their own just before that answer."""
+    nb = gs.fill_release(release, {**fills, first: "assert _helper_used() == 'yes'\n" + fills[first]})
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == first)
+    nb.cells.insert(at, nbformat.v4.new_markdown_cell("OWN-NOTE: my own notes before the first exercise."))
+    nb.cells.insert(0, nbformat.v4.new_code_cell("def _helper_used():\n    return 'yes'\n"))
+    return nb
 
 
 def _digest(path: Path) -> str:
@@ -233,12 +357,19 @@ def attacked(request, tmp_path_factory) -> dict:
     gs.write_submission(course, aid, "a_zeros", gs.fill_release(release, zeros))
     plan = attacks(course, aid, port, ZEROS[aid], ALIAS[aid])
     first = sorted(ZEROS[aid])[0]  # the answer cell the attacks are written into
+    last = list(fills)[-1]  # the last answer cell
     for student, attack in plan.items():
         cells = dict(bases[attack["base"]])
         if "prefix" in attack:
             cells[first] = attack["prefix"] + "\n" + cells.get(first, "raise NotImplementedError()")
+        if "suffix" in attack:
+            cells[last] = cells.get(last, "") + "\n" + attack["suffix"]
         cells.update(attack.get("cells", {}))
-        gs.write_submission(course, aid, student, gs.fill_release(release, cells))
+        nb = gs.fill_release(release, cells)
+        if "markdown" in attack:
+            nb.cells.insert(3, nbformat.v4.new_markdown_cell(attack["markdown"]))
+        gs.write_submission(course, aid, student, nb)
+    gs.write_submission(course, aid, "o_honest_with_own_cells", honest_with_own_cells(release, fills, first))
     # Copy-pasted test cell (same grade_id), and every test cell edited to `pass`.
     dup = gs.fill_release(release, fills)
     index = next(i for i, c in enumerate(dup.cells) if c.metadata.get("nbgrader", {}).get("grade"))
@@ -257,7 +388,8 @@ def attacked(request, tmp_path_factory) -> dict:
     started = time.monotonic()
     results = {r.student: r for r in grade(aid, course, jobs=2)}
     return {"id": aid, "course": course, "results": results, "source": source, "plan": plan, "seen": seen,
-            "config_before": config_before, "seconds": time.monotonic() - started}
+            "config_before": config_before, "seconds": time.monotonic() - started,
+            "by_hand": gs.hand_graded_points(source)}
 
 
 def test_every_student_gets_a_row_and_a_page(attacked) -> None:
@@ -271,9 +403,9 @@ def test_every_student_gets_a_row_and_a_page(attacked) -> None:
 
 def test_good_submissions_get_full_marks(attacked) -> None:
     for student in ("a_good", "z_good_last", "c_background_and_fork", "d_print_hidden_tests",
-                    "h_huge_output", "j_duplicated_test_cell"):
+                    "h_huge_output", "j_duplicated_test_cell", "o_honest_with_own_cells", "p_hostile_markdown"):
         r = attacked["results"][student]
-        assert r.status == "graded" and r.score == r.max_score > 0, (student, r.score, r.max_score, r.note)
+        assert gs.full_marks(r, attacked["by_hand"]), (student, r.status, r.score, r.max_score, r.note)
 
 
 def test_no_attack_gains_a_point(attacked) -> None:
@@ -292,7 +424,7 @@ def test_reference_implementation_earns_nothing(attacked) -> None:
     r = attacked["results"]["g_reference_alias"]
     lost = [gid for gid, (points, maximum, message) in r.tests.items() if points < maximum]
     assert lost, r.tests
-    assert all("This exercise asks you to write it yourself" in r.tests[g][2] for g in lost), {g: r.tests[g][2] for g in lost}
+    assert all("not available while your notebook is graded" in r.tests[g][2] for g in lost), {g: r.tests[g][2] for g in lost}
     assert r.score < attacked["results"]["a_good"].max_score
 
 
@@ -332,6 +464,99 @@ def test_feedback_and_graded_notebooks_leak_nothing(attacked) -> None:
         assert graded.stat().st_size < 500_000, graded
 
 
+class _Elements(HTMLParser):
+    """Every element of a page with its attributes, and the text of its scripts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: list[tuple[str, list]] = []
+        self.script_text = ""
+        self._in_script = False
+
+    def handle_starttag(self, tag, attrs) -> None:
+        self.elements.append((tag, attrs))
+        self._in_script = tag == "script"
+
+    def handle_endtag(self, tag) -> None:
+        self._in_script = False
+
+    def handle_data(self, data) -> None:
+        if self._in_script:
+            self.script_text += data
+
+
+def _probe_flags(attacked) -> dict[str, int]:
+    r = attacked["results"]["m_probe"]
+    reports = [message for _, _, message in r.tests.values() if "PROBE " in message]
+    assert len(reports) == 1, f"the probe did not report exactly once: {r.tests}"
+    return {k: int(v) for k, v in (item.split("=") for item in reports[0].split("PROBE ", 1)[1].split()[:8])}
+
+
+def test_the_kernel_never_sees_a_check_a_hidden_test_or_the_runner(attacked) -> None:
+    """A kernel that keeps every piece of code it is sent has seen no check (no expected value) and no
+    hidden test's text, and sees no grader process and no course or grading folder."""
+    flags = _probe_flags(attacked)
+    assert flags["checks"] == 0, f"the kernel was sent the checks of a test: {flags}"
+    assert flags["hidden"] == 0, f"the kernel was sent a hidden test's text: {flags}"
+    assert flags["runner"] == 0, f"the kernel can see a grader process: {flags}"
+    assert flags["mount"] == 0, f"the sandbox's mounts show a course or grading folder: {flags}"
+    r = attacked["results"]["m_probe"]
+    assert r.score == r.max_score - attacked["by_hand"] - 1, "only the test whose call reported the probe is lost"
+
+
+def test_the_reference_is_not_in_the_sandbox_by_any_route(attacked) -> None:
+    """__wrapped__, a thread, exec of the module's file under its own name, any other copy found on
+    disk: none runs the course's version of what the assignment asks for."""
+    assert _probe_flags(attacked)["ref"] == 0
+
+
+def test_the_writable_space_is_limited(attacked) -> None:
+    flags = _probe_flags(attacked)
+    limits = sandbox.Limits()
+    assert 0 < flags["home_mb"] <= limits.home_bytes // 2**20, flags
+    assert 0 < flags["tmp_mb"] <= limits.tmp_bytes // 2**20, flags
+
+
+def test_killing_every_process_it_can_see_does_not_reach_the_runner(attacked) -> None:
+    """kill(-1, SIGKILL) from the kernel reaches only the sandbox (the runner is outside its PID
+    namespace): the notebook runs on to its end, no retry, no note of a grader failure."""
+    r = attacked["results"]["n_kill_everything"]
+    assert gs.full_marks(r, attacked["by_hand"]) and gs.without_hand_grading_note(r.note) == "", (r.score, r.note)
+
+
+def test_own_cells_are_kept_in_place(attacked) -> None:
+    course, aid = attacked["course"], attacked["id"]
+    nb = nbformat.read(course / "autograded" / "o_honest_with_own_cells" / aid / f"{aid}.ipynb", as_version=4)
+    sources = [c.source for c in nb.cells]
+    helper = next(i for i, text in enumerate(sources) if "def _helper_used" in text)
+    note = next(i for i, text in enumerate(sources) if "OWN-NOTE" in text)
+    answer = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("solution"))
+    assert helper < note < answer, (helper, note, answer)
+    assert helper < next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == "setup")
+
+
+def test_pages_are_safe_to_open(attacked) -> None:
+    """No script (but the grader's MathJax loader), no event handler, no javascript: link in any page
+    or autograded notebook, whatever the student's markdown held; and its maths bomb was cut."""
+    course, aid = attacked["course"], attacked["id"]
+    pages = sorted(course.glob(f"feedback/*/{aid}/{aid}.html"))
+    assert any("p_hostile_markdown" in str(page) for page in pages)
+    for page in pages:
+        found = _Elements()
+        found.feed(page.read_text(encoding="utf-8"))
+        scripts = [attrs for tag, attrs in found.elements if tag == "script"]
+        assert len(scripts) == 2 and dict(scripts[1]).get("src", "").startswith("https://cdn.jsdelivr.net/npm/mathjax@3/"), page
+        assert "window.MathJax" in found.script_text and "ui/safe" in found.script_text, page
+        for tag, attrs in found.elements:
+            for name, value in attrs:
+                assert not name.lower().startswith("on"), (page, tag, name)
+                assert "javascript" not in (value or "").lower().replace(" ", ""), (page, tag, name, value)
+            assert tag not in ("svg", "iframe", "object", "embed", "form"), (page, tag)
+    graded = (course / "autograded" / "p_hostile_markdown" / aid / f"{aid}.ipynb").read_text(encoding="utf-8")
+    assert "<script" not in graded and "<img" not in graded and "javascript:" not in graded.lower()
+    assert "cut by the grader" in graded and len(graded) < 200_000
+
+
 def test_duplicate_cells_are_noted(attacked) -> None:
     assert "second copy" in attacked["results"]["j_duplicated_test_cell"].note
 
@@ -347,7 +572,11 @@ def small_course(tmp_path_factory) -> dict:
     gs.nbgrader(["generate_assignment", AID, "--force"], course)
     source = nbformat.read(course / "solutions" / AID / f"{AID}.ipynb", as_version=4)
     release = nbformat.read(course / "assignments" / AID / f"{AID}.ipynb", as_version=4)
-    return {"course": course, "fills": gs.student_fill(source), "release": release}
+    by_hand = gs.hand_graded_points(source)
+    total = sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source.cells if c.metadata.get("nbgrader", {}).get("grade"))
+    # a correct solution: every automatic point (as text in the CSV), the written answers wait for the instructor
+    return {"course": course, "fills": gs.student_fill(source), "release": release, "by_hand": by_hand,
+            "auto": total - by_hand, "total": total}
 
 
 @pytest.mark.xdist_group("security01")
@@ -356,7 +585,7 @@ def test_bad_ids_log_folder_and_a_locked_gradebook_do_not_stop_the_run(small_cou
     gs.write_submission(course, AID, "good", gs.fill_release(release, fills))
     gs.write_submission(course, AID, "bad\nid", gs.fill_release(release, fills))
     (course / "grades" / f"{AID}.log").mkdir(parents=True)
-    grade(AID, course, jobs=1)  # fills the gradebook
+    grade(AID, course, jobs=1, force=True)  # fills the gradebook
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sqlite3, time\n"
         f"db = sqlite3.connect({str(course / 'gradebook.db')!r}, isolation_level=None)\n"
@@ -364,16 +593,64 @@ def test_bad_ids_log_folder_and_a_locked_gradebook_do_not_stop_the_run(small_cou
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        results = {r.student: r for r in grade(AID, course, jobs=1)}
+        results = {r.student: r for r in grade(AID, course, jobs=1, force=True)}
     finally:
         holder.kill()
     rows = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open())}
-    assert rows["good"]["score"] == rows["good"]["max_score"] == "12", rows["good"]
+    assert (rows["good"]["score"], rows["good"]["max_score"]) == (f"{small_course['auto']:g}", f"{small_course['total']:g}"), rows["good"]
     assert "gradebook" in rows["good"]["note"]
     assert (course / "feedback" / "good" / AID / f"{AID}.html").is_file()
     bad = [r for r in results.values() if r.student != "good"]
-    assert len(bad) == 1 and bad[0].status == "failed" and "invalid student id" in bad[0].note
+    assert len(bad) == 1 and bad[0].status == "failed" and "cannot be graded under its folder name" in bad[0].note
     assert (course / "grades" / f"{AID}.log").is_file()
+
+
+ODD_IDS = ("josé", "müller", "Zoë Ångström", "a b", "-dash", "...", "$(touch pwned)", "<b>bold<b>", "o'neil;rm")
+
+
+@pytest.mark.xdist_group("security01")
+def test_any_student_id_a_file_system_holds_is_graded(small_course) -> None:
+    """Unicode letters, spaces, a leading dash, dots, shell and HTML characters: each a full score,
+    a CSV row and a page; a name that cannot be one (a newline) a row and a page saying what to rename."""
+    course, fills, release = small_course["course"], small_course["fills"], small_course["release"]
+    shutil.rmtree(course / "submitted", ignore_errors=True)
+    for student in ODD_IDS + ("new\nline",):
+        gs.write_submission(course, AID, student, gs.fill_release(release, fills))
+    results = {r.student: r for r in grade(AID, course, jobs=2, force=True)}
+    rows = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open(encoding="utf-8"))}
+    auto = f"{small_course['auto']:g}"
+    for student in ODD_IDS:
+        assert gs.full_marks(results[student], small_course["by_hand"]), (student, results[student].note)
+        assert rows[student]["score"] == auto, rows[student]
+        page = course / "feedback" / student / AID / f"{AID}.html"
+        assert f"Score: {auto}" in gs.visible_text(page.read_text(encoding="utf-8")), student
+    odd = results["new\\nline"]
+    assert odd.status == "failed" and "rename the folder" in odd.note, odd
+    assert rows["new\\nline"]["status"] == "failed"
+    assert (course / "feedback" / "new\nline" / AID / f"{AID}.html").is_file()
+    assert not (course / "pwned").exists() and not Path("pwned").exists()
+
+
+@pytest.mark.xdist_group("security01")
+def test_a_second_course_folder_grades_with_its_own_package(small_course, tmp_path) -> None:
+    """A copy of the course (next term's clone, a TA's copy) graded with this environment's Python:
+    the sandbox gets the copy's utils, not the installed one (an answer that needs the copy scores)."""
+    copy = tmp_path / "next-term"
+    shutil.copytree(small_course["course"] / "solutions", copy / "solutions")
+    shutil.copytree(small_course["course"] / "assignments", copy / "assignments")
+    shutil.copy(small_course["course"] / "nbgrader_config.py", copy)
+    for package in ("utils", "grader"):
+        shutil.copytree(gs.ROOT / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "utils" / "term_marker.py").write_text('TERM = "next"\n')
+    fills = dict(small_course["fills"])
+    first = next(iter(fills))
+    fills[first] = "from utils.term_marker import TERM\nassert TERM == 'next'\n" + fills[first]
+    gs.write_submission(copy, AID, "student", gs.fill_release(small_course["release"], fills))
+    proc = subprocess.run([sys.executable, "-m", "grader", AID, "--course", str(copy), "--jobs", "1"], cwd=copy,
+                          env=gs.nbgrader_env(), capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    rows = {r["student"]: r for r in csv.DictReader((copy / "grades" / f"{AID}.csv").open())}
+    assert rows["student"]["score"] == f"{small_course['auto']:g}", rows
 
 
 @pytest.mark.xdist_group("security01")
@@ -388,7 +665,7 @@ def test_a_notebook_budget_caps_slow_cells(small_course, tmp_path) -> None:
         slow.cells.insert(first, nbformat.v4.new_code_cell("import time\ntime.sleep(9)"))
     gs.write_submission(course, AID, "slow", slow)
     limits = sandbox.Limits(budget_s=30, cell_timeout_s=10)
-    results = {r.student: r for r in grade(AID, course, jobs=1, limits=limits)}
+    results = {r.student: r for r in grade(AID, course, jobs=1, force=True, limits=limits)}
     # the note comes from the budget itself (8 cells of 9 s would otherwise all run, 72 s > 30 s)
     r = results["slow"]
     assert "30 s budget" in r.note and r.score < r.max_score, (r.score, r.note)
@@ -401,71 +678,103 @@ def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path)
     The process limit is counted per uid across the machine: a student who starts
     processes up to it would leave a neighbour sharing the uid unable to start a thread.
     """
+    from grader import reference
+
+    lib = reference.view(tmp_path / "lib", None)
     limits = sandbox.Limits(budget_s=40, processes=64)
-    bomb_dir = tmp_path / "bomb"
-    bomb_dir.mkdir()
     bomb = (
-        "import os, subprocess, time\n"
+        "import subprocess, sys, time\n"
         "children = []\n"
         "for _ in range(200):\n"
         "    try:\n"
         "        children.append(subprocess.Popen(['sleep', '60']))\n"
         "    except OSError:\n"
         "        break\n"
-        "open('full', 'w').write(str(len(children)))\n"
-        "for _ in range(300):  # hold the processes until the neighbour has run\n"
-        "    if os.path.exists('done'):\n"
-        "        break\n"
-        "    time.sleep(0.1)\n")
-    os.chmod(tmp_path, 0o755)
-    thread = threading.Thread(target=sandbox.run, args=(bomb_dir, [sys.executable, "-c", bomb], limits),
-                              kwargs={"grace_s": 0}, daemon=True)
-    thread.start()
-    end = time.monotonic() + 30
-    while not (bomb_dir / "full").exists() and time.monotonic() < end:
-        time.sleep(0.2)
-    assert (bomb_dir / "full").exists(), "the bomb never reached the process limit"
-    assert int((bomb_dir / "full").read_text()) < 200, "the process limit did not stop the bomb"
-    # A second grading process on the same machine: its sandbox starts threads.
-    neighbour_dir = tmp_path / "neighbour"
-    neighbour_dir.mkdir()
-    threads = ("import threading\n"
-               "ts = [threading.Thread(target=lambda: None) for _ in range(16)]\n"
-               "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('threads-ok')\n")
-    script = (f"import sys; sys.path.insert(0, {str(gs.ROOT)!r})\n"
-              "from pathlib import Path\nfrom tools import sandbox\n"
-              f"out = sandbox.run(Path({str(neighbour_dir)!r}), [sys.executable, '-c', {threads!r}], "
-              "sandbox.Limits(budget_s=30, processes=64), grace_s=0)\n"
-              "print(out.log)\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    (bomb_dir / "done").write_text("")
-    thread.join(timeout=60)
+        "print('full', len(children), flush=True)\n"
+        "sys.stdin.read()  # hold the processes until the neighbour has run\n")
+    with sandbox.uid_lease() as uid:
+        holder = subprocess.Popen(sandbox.command([sys.executable, "-c", bomb], lib, limits, uid),
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                  start_new_session=True)
+        try:
+            line = holder.stdout.readline()
+            assert line.startswith("full"), f"the bomb never reached the process limit: {line!r}"
+            assert int(line.split()[1]) < 200, "the process limit did not stop the bomb"
+            # A second grading process on the same machine: its sandbox starts threads.
+            threads = ("import threading\n"
+                       "ts = [threading.Thread(target=lambda: None) for _ in range(16)]\n"
+                       "[t.start() for t in ts]\n[t.join() for t in ts]\nprint('threads-ok')\n")
+            script = (f"import sys; sys.path.insert(0, {str(gs.ROOT)!r})\n"
+                      "from pathlib import Path\nfrom grader import sandbox\n"
+                      f"code, out = sandbox.run([sys.executable, '-c', {threads!r}], Path({str(lib)!r}), "
+                      "sandbox.Limits(budget_s=30, processes=64), timeout=120)\n"
+                      "print(out)\n")
+            proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
+        finally:
+            os.killpg(holder.pid, signal.SIGKILL)
+            holder.wait()
     assert "threads-ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
 @pytest.mark.xdist_group("security01")
 def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> None:
     """A runner that fails (say, a kernel that did not start on a busy machine) is no verdict on the student."""
+    import grader.grade as grading_run
+
     course, fills, release = small_course["course"], small_course["fills"], small_course["release"]
     shutil.rmtree(course / "submitted", ignore_errors=True)
     gs.write_submission(course, AID, "good", gs.fill_release(release, fills))
-    real_run, calls = sandbox.run, []
+    real_run, calls = grading_run.run_sandboxed, []
 
-    def flaky(workdir, argv, limits, **kwargs):
-        if not (workdir / "out").is_dir():  # the grader's own check that a sandbox starts
-            return real_run(workdir, argv, limits, **kwargs)
-        calls.append(workdir)
+    def flaky(cells, settings, work):
+        calls.append(work)
         if len(calls) in failing:
-            (workdir / "out" / "status.json").write_text('{"state": "runner error: RuntimeError", "cells_run": 0}')
-            return sandbox.Outcome(0, False, "")
-        return real_run(workdir, argv, limits, **kwargs)
+            return {"state": "runner error: kernel did not start (RuntimeError)", "tests": {}}
+        return real_run(cells, settings, work)
 
-    monkeypatch.setattr(sandbox, "run", flaky)
+    monkeypatch.setattr(grading_run, "run_sandboxed", flaky)
     failing = {1}
-    r = grade(AID, course, jobs=1)[0]
-    assert len(calls) == 2 and r.score == r.max_score == 12 and r.note == "", (len(calls), r.score, r.note)
+    r = grade(AID, course, jobs=1, force=True)[0]
+    assert len(calls) == 2 and gs.full_marks(r, small_course["by_hand"]) and gs.without_hand_grading_note(r.note) == "", (
+        len(calls), r.score, r.note)
     calls.clear()
     failing = {1, 2}
-    r = grade(AID, course, jobs=1)[0]
+    r = grade(AID, course, jobs=1, force=True)[0]
     assert len(calls) == 2 and r.score == 0, (len(calls), r.score)
-    assert "runner stopped twice (RuntimeError)" in r.note and "grade this notebook again" in r.note, r.note
+    assert "could not be run to its end twice (kernel did not start" in r.note and "grade it again" in r.note, r.note
+
+
+def test_nothing_the_notebook_started_outlives_its_runner(tmp_path) -> None:
+    """When the runner returns, the kernel and every process the student's code started are gone.
+
+    (Shutting a kernel down ends bubblewrap's outer process only; the kernel, whose user the
+    sandbox changed, used to live on until the runner process exited, and the next student's
+    sandbox waited for the uid to be free.)"""
+    import asyncio
+
+    from grader import reference, runner
+
+    lib = reference.view(tmp_path / "lib", None)
+    marker = f"{3000 + os.getpid() % 997}"
+    cells = [{"code": "import subprocess\n"
+                      f"kids = [subprocess.Popen(['sleep', '{marker}.5']) for _ in range(3)]\n"
+                      "print('started', len(kids))"}]
+    limits = sandbox.Limits(budget_s=60, cell_timeout_s=30)
+    job = {"cells": cells, "limits": limits.__dict__, "lib": str(lib), "unsafe": False}
+    result = asyncio.run(runner.run(job, tmp_path / "result.json"))
+    assert result["state"] == "finished" and result["cells_run"] == 1, result
+
+    def left() -> list[str]:
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue
+                if f"{marker}.5".encode() in cmd or b"/tmp/.kernel/connection.json" in cmd:
+                    if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                        found.append(cmd.decode(errors="replace").replace("\0", " "))
+        return found
+
+    assert left() == [], "the runner returned with the sandbox's processes still running"

@@ -4,7 +4,7 @@
 * no import cycle between modules;
 * no module imports one from a package above it in the lesson order
   (runtime, checks -> attention, data, plots, ... -> positional, memory, seq2seq
-  -> transformer -> bert);
+  -> transformer -> bert, efficient);
 * plots, widgets and explorers do not import ``grading`` (the grader's module);
 * no private module (``_name.py``) is imported from outside its own package.
 """
@@ -25,6 +25,7 @@ FLOORS = {
     "positional": 2, "memory": 2, "seq2seq": 2,
     "transformer": 3,
     "bert": 4,
+    "efficient": 4,  # lesson 9: efficient attention, above the Transformer
     "diagrams": 5,  # the opening figure of every lesson may draw from any of them
 }
 NO_GRADING = ("plots", "widgets", "explorer")

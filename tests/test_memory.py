@@ -112,6 +112,25 @@ def test_content_addressing_is_cosine_attention_with_a_key_strength(rng: np.rand
     assert np.allclose(read, np.einsum("bn,bnw->bw", weights, memory))
 
 
+def test_ntm_addressing_interpolates_shifts_around_the_ring_and_sharpens() -> None:
+    content, previous = np.array([[0.7, 0.2, 0.1, 0.0]]), np.array([[0.0, 0.0, 0.0, 1.0]])
+    keep, one = np.array([[0.0, 1.0, 0.0]]), np.ones(1)
+    assert np.allclose(ref.ntm_addressing(content, previous, np.array([0.25]), keep, one),
+                       0.25 * content + 0.75 * previous), "the gate weighs the content weights"
+    up, down = np.array([[0.0, 0.0, 1.0]]), np.array([[1.0, 0.0, 0.0]])
+    assert np.allclose(ref.ntm_addressing(content, previous, one, up, one), [[0.0, 0.7, 0.2, 0.1]]), "+1: row i to i + 1"
+    assert np.allclose(ref.ntm_addressing(content, previous, one, down, one), [[0.2, 0.1, 0.0, 0.7]]), "-1 wraps to the last row"
+    sharp = ref.ntm_addressing(np.array([[0.6, 0.4]]), np.array([[0.5, 0.5]]), one, keep, np.array([2.0]))
+    assert np.allclose(sharp, [[0.36 / 0.52, 0.16 / 0.52]]), "gamma = 2 squares, then renormalises"
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(5), size=3)
+    s = rng.dirichlet(np.ones(3), size=3)
+    out = ref.ntm_addressing(w, w[::-1], rng.random(3), s, 1 + rng.random(3) * 3)
+    assert out.shape == (3, 5) and np.allclose(out.sum(-1), 1.0)
+    with pytest.raises(ValueError, match="shift"):
+        ref.ntm_addressing(w, w, np.ones(3), np.ones((3, 2)), np.ones(3))
+
+
 @pytest.mark.parametrize("impl", ["numpy", "torch", "keras"])
 def test_bad_shapes_raise_value_errors_naming_the_argument(impl: str, rng: np.random.Generator) -> None:
     mod = {"numpy": ref, "torch": pt, "keras": keras_impl}[impl]
@@ -197,6 +216,16 @@ def test_content_read_twins_agree(rng: np.random.Generator) -> None:
     assert np.allclose(tr.numpy(), want_r, atol=1e-5) and np.allclose(tw.numpy(), want_w, atol=1e-5)
     assert np.allclose(ops.convert_to_numpy(kr), want_r, atol=1e-5)
     assert np.allclose(ops.convert_to_numpy(kw), want_w, atol=1e-5)
+
+
+def test_ntm_addressing_twins_agree(rng: np.random.Generator) -> None:
+    content, previous = rng.dirichlet(np.ones(6), size=3), rng.dirichlet(np.ones(6), size=3)
+    gate, shift, gamma = rng.random(3), rng.dirichlet(np.ones(3), size=3), 1 + 3 * rng.random(3)
+    expected = ref.ntm_addressing(content, previous, gate, shift, gamma)
+    for impl, to in ((pt, lambda a: torch.tensor(a, dtype=torch.float32)),
+                     (keras_impl, lambda a: ops.convert_to_tensor(a.astype("float32")))):
+        got = impl.ntm_addressing(*(to(a) for a in (content, previous, gate, shift, gamma)))
+        assert np.allclose(np.asarray(got), expected, atol=1e-5), impl.__name__
 
 
 def test_memn2n_modules_match_with_copied_weights() -> None:

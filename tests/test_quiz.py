@@ -21,7 +21,8 @@ from utils import quiz, runtime
 ROOT = Path(__file__).resolve().parent.parent
 BANKS = sorted(p.stem for p in quiz.quiz_dir().glob("*.yml"))
 LESSONS = lessons()
-MIN_PRE, MIN_POST, MIN_PREDICT = 4, 6, 2
+MIN_PRE, MIN_POST, MIN_PREDICT = 4, 6, 3
+MAX_NOTEBOOK_RECALL_SHARE = 0.1  # at most one question in ten asks what a cell printed or did
 
 
 def _all_questions(bank: quiz.Bank) -> list[quiz.Question]:
@@ -84,11 +85,24 @@ def check_counts(bank: quiz.Bank) -> None:
     for fw in quiz.FRAMEWORKS:
         pre = quiz.select_questions(bank, "pre", fw)
         post = quiz.select_questions(bank, "post", fw)
-        predict = [q.id for q in post if q.kind == "predict"]
+        predict = [q.id for q in pre + post if q.kind == "predict"]
         assert len(pre) >= MIN_PRE, f"{bank.lesson} ({fw}): {len(pre)} pre-lesson questions, need {MIN_PRE}"
         assert len(post) >= MIN_POST, f"{bank.lesson} ({fw}): {len(post)} post-lesson questions, need {MIN_POST}"
         assert len(predict) >= MIN_PREDICT, (
-            f"{bank.lesson} ({fw}): {len(predict)} post-lesson 'kind: predict' questions {predict}, need {MIN_PREDICT}"
+            f"{bank.lesson} ({fw}): {len(predict)} 'kind: predict' questions {predict}, need {MIN_PREDICT}"
+        )
+
+
+def check_notebook_recall(bank: quiz.Bank) -> None:
+    """Questions ask about the idea: at most one in ten (per framework's notebook) is
+    marked ``notebook_recall: true``, a question about what a particular cell printed or did."""
+    for fw in quiz.FRAMEWORKS:
+        qs = [q for part in quiz.PARTS for q in quiz.select_questions(bank, part, fw)]
+        recall = [q.id for q in qs if q.notebook_recall]
+        assert len(recall) <= MAX_NOTEBOOK_RECALL_SHARE * len(qs), (
+            f"{bank.lesson} ({fw}): {len(recall)} of {len(qs)} questions are notebook recall {recall}; "
+            f"at most {int(MAX_NOTEBOOK_RECALL_SHARE * len(qs))} may ask what a cell printed or did, "
+            "the rest ask about the idea"
         )
 
 
@@ -137,9 +151,33 @@ def check_position_cue(bank: quiz.Bank) -> None:
     )
 
 
-# Every committed bank passes every lint: enough questions and predictions, no length
-# or position cue, maths as TeX between dollars, "choose all that apply" left to the widget.
-BANK_LINTS = [check_counts, check_length_cue, check_position_cue, check_maths_in_dollars, check_choose_all_said_once]
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
+
+
+def lesson_headings(lesson: str, framework: str) -> set[str]:
+    """The headings of a lesson notebook, without their # marks."""
+    nb = json.loads((ROOT / "lessons" / lesson / f"{lesson}_{framework}.ipynb").read_text(encoding="utf-8"))
+    return {m.group(1) for c in nb["cells"] if c["cell_type"] == "markdown"
+            for line in "".join(c["source"]).splitlines() if (m := HEADING.match(line))}
+
+
+def check_sections(bank: quiz.Bank, headings: dict[str, set[str]] | None = None) -> None:
+    """Every question names the lesson section it tests (the quiz sends a student who
+    misses it there), and that section is a heading of both twin notebooks."""
+    if headings is None:
+        headings = {fw: lesson_headings(bank.lesson, fw) for fw in quiz.FRAMEWORKS}
+    for q in _all_questions(bank):
+        assert q.section, f"{bank.lesson} {q.id}: no 'section:' (the lesson heading to reread when it is missed)"
+        for fw, heads in headings.items():
+            assert q.section in heads, (
+                f"{bank.lesson} {q.id}: section {q.section!r} is not a heading of the {fw} notebook"
+            )
+
+
+# Every committed bank passes every lint: enough questions and predictions, few
+# questions about what a notebook cell printed, no length or position cue, maths as TeX between dollars, "choose all that apply" left to the widget.
+BANK_LINTS = [check_counts, check_notebook_recall, check_sections, check_length_cue, check_position_cue, check_maths_in_dollars,
+              check_choose_all_said_once]
 
 
 @pytest.mark.parametrize("lint", BANK_LINTS, ids=[f.__name__ for f in BANK_LINTS])
@@ -167,8 +205,15 @@ def test_the_lints_catch_a_patterned_bank() -> None:
     with pytest.raises(AssertionError, match="3 pre-lesson questions"):
         check_counts(short)
     recall = quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre, "post": [dict(q, kind="recall") for q in post]})
-    with pytest.raises(AssertionError, match="0 post-lesson 'kind: predict'"):
+    with pytest.raises(AssertionError, match="0 'kind: predict'"):
         check_counts(recall)
+    two = quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre,
+                           "post": post[:2] + [dict(q, kind="recall") for q in post[2:]]})
+    with pytest.raises(AssertionError, match=r"2 'kind: predict' questions \['q0', 'q1'\], need 3"):
+        check_counts(two)
+    # a predict question before the lesson counts too: 1 + 2 = 3 is enough
+    check_counts(quiz.parse_bank({"lesson": "x", "title": "X", "pre": [dict(pre[0], kind="predict")] + pre[1:],
+                                  "post": post[:2] + [dict(q, kind="recall") for q in post[2:]]}))
     # a framework-only question counts for that framework alone
     one_fw = quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre,
                               "post": post[:5] + [dict(post[5], framework="pytorch")]})
@@ -181,6 +226,45 @@ def test_the_lints_catch_a_patterned_bank() -> None:
         check_position_cue(always_first)
     with pytest.raises(AssertionError, match="never the longest"):
         check_length_cue(always_first)
+
+
+def test_the_notebook_recall_lint_fails_on_more_than_one_in_ten() -> None:
+    """A made-up bank of 10 questions may mark one as notebook recall, not two; a
+    framework-only question counts in its own notebook."""
+    pre = [_q(f"p{i}", "right", "a wrong answer") for i in range(4)]
+    post = [_q(f"q{i}", "right", "a wrong answer", kind="predict") for i in range(6)]
+
+    def bank(recall_ids, extra=()):
+        mark = lambda q: dict(q, notebook_recall=True) if q["id"] in recall_ids else q
+        return quiz.parse_bank({"lesson": "x", "title": "X", "pre": [mark(q) for q in pre],
+                                "post": [mark(q) for q in post] + list(extra)})
+
+    check_notebook_recall(bank(set()))
+    check_notebook_recall(bank({"q0"}))  # 1 of 10
+    with pytest.raises(AssertionError, match=r"\(pytorch\): 2 of 10 questions are notebook recall \['p1', 'q3'\]"):
+        check_notebook_recall(bank({"p1", "q3"}))
+    # 2 of 11 in the PyTorch notebook (a torch-only recall question), 1 of 10 in TensorFlow's
+    torch_only = dict(_q("q-torch", "right", "a wrong answer"), framework="pytorch", notebook_recall=True)
+    with pytest.raises(AssertionError, match=r"\(pytorch\): 2 of 11"):
+        check_notebook_recall(bank({"q0"}, [torch_only]))
+    with pytest.raises(quiz.QuizError, match="'notebook_recall' must be true or false"):
+        quiz.parse_bank({"lesson": "x", "title": "X", "pre": [dict(pre[0], notebook_recall="yes")], "post": post})
+
+
+def test_the_section_lint_fails_on_a_missing_or_unknown_section() -> None:
+    heads = {"pytorch": {"1. Softmax", "2. Lookup"}, "tensorflow": {"1. Softmax", "2. Look-up"}}
+    pre = [_q("p0", "right", "wrong", section="1. Softmax")]
+    bank = lambda post: quiz.parse_bank({"lesson": "x", "title": "X", "pre": pre, "post": post})  # noqa: E731
+    check_sections(bank([_q("q0", "right", "wrong", section="1. Softmax")]), heads)
+    with pytest.raises(AssertionError, match="x q0: no 'section:'"):
+        check_sections(bank([_q("q0", "right", "wrong")]), heads)
+    with pytest.raises(AssertionError, match="x q0: section '3. Masks' is not a heading of the pytorch notebook"):
+        check_sections(bank([_q("q0", "right", "wrong", section="3. Masks")]), heads)
+    with pytest.raises(AssertionError, match="'2. Lookup' is not a heading of the tensorflow notebook"):
+        check_sections(bank([_q("q0", "right", "wrong", section="2. Lookup")]), heads)
+    with pytest.raises(quiz.QuizError, match="'section' must be the heading"):
+        bank([_q("q0", "right", "wrong", section="  ")])
+    assert "Masked softmax: sequences of different lengths" in " ".join(lesson_headings("01_soft_attention", "tensorflow"))
 
 
 def _one_question_bank(question: str, right: str, wrong: str, explain: str = "yes", **extra) -> quiz.Bank:
@@ -434,6 +518,62 @@ def test_results_export_what_was_answered() -> None:
     quiz.show("03_memory_networks", "post", framework="pytorch")  # a re-run cell starts that quiz afresh
     again = next(q for q in quiz.results()["quizzes"] if q["lesson"] == "03_memory_networks" and q["part"] == "post")
     assert again["answered"] == 0
+
+
+def test_a_quiz_ends_with_its_score_and_the_sections_to_reread() -> None:
+    """Missed questions send the student to their lesson sections: in the feedback,
+    at the end of the widget, in results() and in summary(); a right second try
+    takes the section off the list."""
+    quiz.clear_results()
+    lesson = "04_positional_encoding"
+    box = quiz.show(lesson, "post", framework="tensorflow")
+    items, end = box.children[1:-1], box.children[-1]
+    qs = [item._course_question for item in items]
+    assert all(q.section for q in qs)
+    assert end.value.startswith("<b>Score: 0 /") and "reread" not in end.value
+
+    _answer(items[0], right=False)
+    assert f"To reread: {qs[0].section}" in items[0].children[3].value
+    _answer(items[1], right=True)
+    assert "To reread" not in items[1].children[3].value
+    wrong = [i for i, q in enumerate(qs) if i > 1 and q.section == qs[0].section]
+    other = next(i for i, q in enumerate(qs) if q.section != qs[0].section and i > 1)
+    for i in wrong[:1] + [other]:
+        _answer(items[i], right=False)
+    first_numbers = ", ".join(f"Q{n + 1}" for n in [0] + wrong[:1])
+    assert "To reread in the lesson:" in end.value
+    assert f"<li>{html.escape(qs[0].section)} ({first_numbers})</li>" in end.value
+    assert f"<li>{html.escape(qs[other].section)} (Q{other + 1})</li>" in end.value
+    assert "Quiz done" not in end.value
+
+    (qz,) = quiz.results()["quizzes"]
+    assert qz["reread"] == [{"section": qs[0].section, "questions": [1] + [n + 1 for n in wrong[:1]]},
+                            {"section": qs[other].section, "questions": [other + 1]}]
+    text = quiz.summary()
+    assert "  To reread:\n" in text and f"    {qs[other].section} (Q{other + 1})" in text
+    assert f"  Q1 {qs[0].id}: wrong" in text and f"  Q2 {qs[1].id}: right" in text
+
+    # answering everything right at last: the score is full and nothing is left to reread
+    for item in items:
+        _answer(item, right=True)
+    assert end.value.startswith(f"<b>Quiz done. Score: {len(items)} / {len(items)}</b>")
+    assert "nothing to reread" in end.value and "<li>" not in end.value
+    assert quiz.results()["quizzes"][0]["reread"] == []
+    assert "Every question right: nothing to reread." in quiz.summary()
+    quiz.clear_results()
+
+
+def test_a_section_with_maths_renders_at_the_end() -> None:
+    """Lesson 1's section 4a has TeX in its heading: the end of the quiz is HTMLMath."""
+    import ipywidgets as w
+
+    quiz.clear_results()
+    box = quiz.show("01_soft_attention", "post", framework="pytorch")
+    (scale,) = [item for item in box.children[1:-1] if item._course_question.id == "post-scale"]
+    _answer(scale, right=False)
+    assert isinstance(box.children[-1], w.HTMLMath)
+    assert r"4a. Why scale the dot product by $1/\sqrt{D}$?" in box.children[-1].value
+    quiz.clear_results()
 
 
 def test_instructor_collects_exported_files(tmp_path) -> None:

@@ -84,6 +84,99 @@ def test_twins_give_the_same_logits_weights_and_decodes(kind: str) -> None:
     )
 
 
+@pytest.mark.parametrize("kind", T.SCORES)
+def test_weights_move_between_the_twins_in_one_layout(kind: str) -> None:
+    """export_weights of one twin, load_weights of the other: the hand copy's variables, the same logits; and back."""
+    tm, km_by_hand = _pair(kind)
+    km = K.Seq2Seq(13, 9, 8, 6, kind, 5)  # not built yet: load_weights builds it
+    K.load_weights(km, T.export_weights(tm))
+    for a, b in zip(km.weights, km_by_hand.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=f"{kind}: {a.path}")
+    src, tgt_in = _batch()
+    logits = tm(torch.as_tensor(src), torch.as_tensor(tgt_in))[0].detach().numpy()
+    assert np.abs(logits - np.asarray(km(src, tgt_in)[0])).max() < 1e-5
+    back = T.Seq2Seq(13, 9, 8, 6, kind, 5)
+    T.load_weights(back, K.export_weights(km))
+    for name, p in tm.state_dict().items():
+        assert torch.equal(p, back.state_dict()[name]), f"{kind}: {name} changed on the round trip"
+    # the layout: x @ W, GRU gates (r, z, n); the same names and shapes in both twins, for every layer
+    exported = {impl: impl.export_weights(m) for impl, m in ((T, tm), (K, km))}
+    assert {n: a.shape for n, a in exported[T].items()} == {n: a.shape for n, a in exported[K].items()}
+    assert exported[T]["encoder.fwd.W_x"].shape == (8, 18) and exported[T]["decoder.W_out"].shape == (12 + 12 + 8, 9)
+    np.testing.assert_array_equal(exported[T]["encoder.fwd.W_x"][:, :6], tm.encoder.rnn.weight_ih_l0.detach().numpy()[:6].T)
+    for impl, m in ((T, tm), (K, km)):
+        for part in ("encoder", "decoder"):
+            alone = impl.export_weights(getattr(m, part))
+            assert alone.keys() == {n[len(part) + 1:] for n in exported[impl] if n.startswith(part + ".")}
+
+
+class _ScratchAttention(torch.nn.Module):
+    """Additive attention written from scratch, its weights named as the layout names them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.W_q, self.W_k, self.w_v = (torch.nn.Parameter(torch.randn(*s, generator=g)) for s in ((12, 5), (12, 5), (5,)))
+
+    def forward(self, query, memory, mask):
+        scores = torch.tanh((query @ self.W_q)[:, None] + memory @ self.W_k) @ self.w_v  # (B, Ts)
+        weights = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)  # (B, Ts)
+        return (weights[..., None] * memory).sum(1), weights
+
+
+def test_named_weights_carry_a_scratch_layer_into_the_package() -> None:
+    """named_weights lists a module's weights by attribute path, and load_weights takes them."""
+    mine = _ScratchAttention()
+    assert list(T.named_weights(mine)) == ["W_q", "W_k", "w_v"]
+    rng = np.random.default_rng(4)
+    query, memory = (torch.as_tensor(rng.normal(size=s).astype(np.float32)) for s in ((3, 12), (3, 4, 12)))
+    mask = torch.as_tensor(np.array([[1, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 0]], dtype=bool))
+    package = T.DecoderAttention("additive", 12, 12, 5)
+    T.load_weights(package, T.named_weights(mine))
+    for a, b in zip(mine(query, memory, mask), package(query, memory, None, mask)):
+        assert (a - b).abs().max() < 1e-6
+    nested = torch.nn.Module()
+    nested.attention, nested.cell = mine, torch.nn.Module()
+    nested.cell.W_x = torch.nn.Parameter(torch.zeros(2, 6))
+    assert list(T.named_weights(nested)) == ["attention.W_q", "attention.W_k", "attention.w_v", "cell.W_x"]
+
+
+def test_keras_named_weights_walk_public_attributes() -> None:
+    import keras
+
+    class Cell(keras.layers.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.W_x = self.add_weight(shape=(2, 6), initializer="ones")
+            self._hidden = self.add_weight(shape=(1,), initializer="zeros")  # private: not listed
+
+    class Outer(keras.layers.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = self.add_weight(shape=(5, 2), initializer="zeros")
+            self.cell, self.attention = Cell(), None
+
+    found = K.named_weights(Outer())
+    assert list(found) == ["embedding", "cell.W_x"] and found["cell.W_x"].shape == (2, 6)
+
+
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_load_weights_names_what_is_wrong(impl) -> None:
+    model = impl.Seq2Seq(13, 9, 8, 6, "additive", 5)
+    good = impl.export_weights(model)
+    with pytest.raises(ValueError, match=r"missing \['encoder.embedding'\], unexpected \['encoder.embeddings'\]"):
+        impl.load_weights(model, {**{k: v for k, v in good.items() if k != "encoder.embedding"},
+                                  "encoder.embeddings": good["encoder.embedding"]})
+    with pytest.raises(ValueError, match=r"weights\['decoder.W_out'\]: expected shape \(32, 9\), got \(9, 32\)"):
+        impl.load_weights(model, {**good, "decoder.W_out": good["decoder.W_out"].T})
+    with pytest.raises(ValueError, match="weights: expected a mapping"):
+        impl.load_weights(model, list(good.values()))
+    with pytest.raises(ValueError, match="layer: expected an Encoder, DecoderAttention, Decoder or Seq2Seq"):
+        impl.export_weights(model.decoder.cell)
+    untouched = impl.export_weights(model)
+    assert all(np.array_equal(untouched[k], good[k]) for k in good), "a rejected load must change nothing"
+
+
 def _monotonic_window(src: np.ndarray, steps: int, half_width: int) -> np.ndarray:
     """Luong's local-m window, its centre moving from the first to the last real token of each source."""
     lengths = (src != 0).sum(1)  # (B,)
@@ -277,3 +370,73 @@ def test_decode_step_explorer_draws_and_checks_shapes() -> None:
         explorer.draw_decode_step(list("abc"), list("xy"), w, step=0)
     with pytest.raises(ValueError, match="step"):
         explorer.draw_decode_step(list("abcd"), list("xyz"), w, step=3)
+
+
+# --- utils.seq2seq.numpy_steps: the decoder step in Bahdanau's order and in Luong's ----------------
+
+
+@pytest.mark.parametrize("kind", ["additive", "none"])
+@pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
+def test_numpy_decoder_step_equals_both_twins(impl, kind: str) -> None:
+    """The reference step, fed the twin's exported weights, gives the twin's logits, state and weights."""
+    from utils.seq2seq import numpy_steps as nref
+
+    tm, km = _pair(kind)
+    model = tm if impl is T else km
+    src, _ = _batch()
+    memory, summary, mask = model.encode(torch.as_tensor(src) if impl is T else src)
+    dec = model.decoder
+    state = dec.initial_state(summary)
+    y = np.array([1, 4, 5, 6])
+    as_ids = torch.as_tensor(y) if impl is T else y.astype(np.int32)
+    logits, new_state, w = dec.step(as_ids, state, memory, dec.project_keys(memory), summary, mask)
+    exported = impl.export_weights(dec)
+    from utils.grading import to_numpy
+    r_logits, r_state, r_w = nref.decoder_step(y, to_numpy(state), to_numpy(memory), to_numpy(summary),
+                                               to_numpy(mask), exported, kind)
+    assert np.abs(to_numpy(logits) - r_logits).max() < 1e-5
+    assert np.abs(to_numpy(new_state) - r_state).max() < 1e-5
+    assert (w is None) == (r_w is None) == (kind == "none")
+    if w is not None:
+        assert np.abs(to_numpy(w) - r_w).max() < 1e-5
+
+
+def _luong_weights(rng, vocab=9, d_embed=5, d=6) -> dict:
+    return {"embedding": rng.normal(size=(vocab, d_embed)),
+            "cell.W_x": rng.normal(size=(d_embed + d, 3 * d)) * 0.4, "cell.W_h": rng.normal(size=(d, 3 * d)) * 0.4,
+            "cell.b_x": rng.normal(size=3 * d) * 0.2, "cell.b_h": rng.normal(size=3 * d) * 0.2,
+            "W_c": rng.normal(size=(2 * d, d)) * 0.4, "W_out": rng.normal(size=(d, vocab)), "b_out": rng.normal(size=vocab)}
+
+
+def test_luong_step_attends_with_the_new_state_and_feeds_its_attentional_vector() -> None:
+    """Luong's order, checked against torch's own GRUCell and softmax: the GRU reads [emb; feed], the new state
+    scores the memory (plain dot), tanh([c; h] W_c) is the attentional vector, the logits are read from it."""
+    from utils.seq2seq import numpy_steps as nref
+
+    rng = np.random.default_rng(0)
+    w = _luong_weights(rng)
+    y, state, feed = np.array([4, 2, 7]), rng.normal(size=(3, 6)), np.tanh(rng.normal(size=(3, 6)))
+    memory = rng.normal(size=(3, 5, 6))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 0, 0, 0], [1, 0, 0, 0, 0]], dtype=bool)
+    logits, h, attentional, alpha = nref.luong_step(y, state, feed, memory, mask, w)
+
+    cell = torch.nn.GRUCell(11, 6).double()
+    with torch.no_grad():  # torch keeps W^T with the gates (r, z, n) as rows: the layout transposed
+        cell.weight_ih.copy_(torch.as_tensor(w["cell.W_x"].T))
+        cell.weight_hh.copy_(torch.as_tensor(w["cell.W_h"].T))
+        cell.bias_ih.copy_(torch.as_tensor(w["cell.b_x"]))
+        cell.bias_hh.copy_(torch.as_tensor(w["cell.b_h"]))
+        x = torch.as_tensor(np.concatenate([w["embedding"][y], feed], axis=1))
+        h_t = cell(x, torch.as_tensor(state))
+        scores = (torch.as_tensor(memory) @ h_t[:, :, None])[..., 0].masked_fill(~torch.as_tensor(mask), float("-inf"))
+        a = torch.softmax(scores, dim=-1)
+        c = (a[:, :, None] * torch.as_tensor(memory)).sum(1)
+        h_tilde = torch.tanh(torch.cat([c, h_t], dim=1) @ torch.as_tensor(w["W_c"]))
+        out = h_tilde @ torch.as_tensor(w["W_out"]) + torch.as_tensor(w["b_out"])
+    for ours, theirs in ((h, h_t), (alpha, a), (attentional, h_tilde), (logits, out)):
+        np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-10)
+    assert (alpha[~mask] == 0).all() and np.allclose(alpha.sum(-1), 1)
+    # input feeding: another attentional vector of the last step changes the state; Bahdanau's step would not have it
+    assert not np.allclose(nref.luong_step(y, state, np.zeros_like(feed), memory, mask, w)[1], h)
+    with pytest.raises(ValueError, match="De = Gd"):
+        nref.luong_step(y, state, feed, memory[..., :4], mask, w)

@@ -29,6 +29,26 @@ def test_check_close_names_the_known_mistake() -> None:
     grading.check_close(right, right, "weights")  # passes silently
 
 
+def test_a_hint_is_shown_only_for_the_mistake_it_names() -> None:
+    """A value that matches no listed mistake gets the numbers, never a guess; the hint goes with a wrong shape."""
+    right = np.array([[0.2, 0.8]])
+    with pytest.raises(grading.GradingError) as info:
+        grading.check_close(right + 0.1, right, "weights", hint="transpose only the last two axes")
+    assert "Hint" not in str(info.value) and "transpose" not in str(info.value)
+    with pytest.raises(grading.GradingError, match="Hint: transpose only the last two axes"):
+        grading.check_close(right.T, right, "weights", hint="transpose only the last two axes")
+
+
+def test_a_test_that_does_not_exercise_its_claim_says_so_and_perturb_moves_every_weight() -> None:
+    with pytest.raises(grading.SetupError, match="test set-up: the mask hides no key"):
+        grading.assert_setup(np.ones(3, bool).all() is False, "the mask hides no key")
+    grading.assert_setup(True, "never shown")
+    torch = pytest.importorskip("torch")
+    norm = torch.nn.LayerNorm(4)
+    grading.perturb(norm, seed=0)
+    assert not torch.allclose(norm.weight, torch.ones(4)) and not torch.allclose(norm.bias, torch.zeros(4))
+
+
 def test_check_shape_and_nan_messages() -> None:
     with pytest.raises(grading.GradingError, match=r"out: expected shape \(2, 3\), got \(3, 2\)"):
         grading.check_shape(np.zeros((3, 2)), (2, 3), "out")

@@ -235,6 +235,8 @@ def quiz_markdown(lesson: str, part: str, framework: str | None, heading: str = 
         for i, a in enumerate(q.answers):
             verdict = "right" if a.correct else "wrong"
             lines.append(f"- **{letters[i]}** ({verdict}): {_md_text(a.explain)}")
+        if q.section:
+            lines += ["", f"Missed it? Reread *{_md_text(q.section)}*."]
         lines += ["::::", ""]
     return "\n".join(lines)
 

@@ -148,6 +148,17 @@ def check_window(centers: Any, num_keys: int, half_width: int) -> None:
         )
 
 
+def check_top_k(k: Any, scores_shape: Sequence) -> int:
+    """k: a positive int, at most Tk (the last axis of the scores (..., Tk))."""
+    s = tuple(scores_shape)
+    if not s:
+        raise ValueError("scores: expected (..., Tk) with at least one axis, got a scalar")
+    check_positive_int("k", k)
+    if s[-1] is not None and int(k) > s[-1]:
+        raise ValueError(f"k: expected at most Tk={s[-1]} (the keys of the scores {s}), got {k!r}")
+    return int(k)
+
+
 def check_heads(name: str, x: Any, num_heads: int) -> tuple:
     """x (B, T, D) with D divisible by num_heads."""
     check_positive_int("num_heads", num_heads)

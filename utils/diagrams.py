@@ -19,6 +19,7 @@ lesson folder              function
 ``05_self_attention``      ``multi_head_attention()``
 ``06_transformer``         ``transformer()``
 ``07_bert``                ``bert()``
+``09_efficient_attention`` ``efficient_attention()``
 =========================  ===========================================
 
 ``lesson_figure("05_self_attention")`` picks the figure by lesson folder name.
@@ -44,6 +45,7 @@ __all__ = [
     "LESSON_FIGURES",
     "bert",
     "dnc_memory",
+    "efficient_attention",
     "lesson_figure",
     "memn2n",
     "memory_networks",
@@ -520,6 +522,72 @@ def bert() -> Figure:
     return c.fig
 
 
+# --------------------------------------------------------------------------- lesson 9
+def _cells(c: _Canvas, x0: float, y0: float, keep: np.ndarray, size: float, colour: np.ndarray) -> None:
+    """A keep-mask or a score matrix as a grid of small squares; row 0 at the top."""
+    n = keep.shape[0]
+    for i in range(n):
+        for j in range(n):
+            fc = COLOURS["attention"][1] if keep[i, j] else "#f9fafb"
+            c.ax.add_patch(Rectangle((x0 + j * size, y0 + (n - 1 - i) * size), size, size, fc=fc,
+                                     ec="#d1d5db", lw=0.5, alpha=float(colour[i, j]), zorder=2))
+
+
+def efficient_attention() -> Figure:
+    """Lesson 9: exact attention in tiles (online softmax), sparse masks, linear attention as a recurrence."""
+    c = _Canvas(9.6, 5.3)
+    c.title("Attention without the $T \\times T$ wall: tiles, sparsity, a recurrence", y=5.05)
+    # 1-2. tiled attention: a query block streams over key tiles with the online softmax
+    c.text(1.65, 4.55, "exact: tiled (FlashAttention)", fontweight="bold", color="#4b5563")
+    n, size, x0, y0 = 8, 0.27, 0.45, 1.95
+    band = np.zeros((n, n), dtype=bool)
+    band[2:4, :] = True  # one query block (rows 2-3) ...
+    shade = np.full((n, n), 0.25)
+    shade[2:4, 4:6] = 1.0  # ... and the one tile in fast memory now
+    _cells(c, x0, y0, band, size, shade)
+    c.text(x0 + n * size / 2, y0 + n * size + 0.15, "keys, one tile at a time", fs=_FS - 1, color="#4b5563")
+    c.text(x0 - 0.12, y0 + n * size / 2, "queries", fs=_FS - 1, color="#4b5563", rotation=90, ha="right")
+    c.arrow((x0 + n * size + 0.3, y0 + 5 * size), (x0 + 6 * size, y0 + 5 * size))
+    c.text(x0 + n * size + 0.35, y0 + 5 * size, "tile", fs=_FS - 1, ha="left")
+    c.arrow((x0, y0 - 0.12), (x0 + n * size, y0 - 0.12), colour="#9ca3af")
+    c.box(1.65, 1.3, 2.6, 0.55, "online softmax: running\nmax $m$, sum $\\ell$, output $O$", "memory", fs=_FS - 1)
+    c.arrow((1.65, y0 - 0.2), (1.65, 1.58))
+    c.text(1.65, 0.72, "memory $O(T)$, no $T \\times T$ matrix", fs=_FS - 1, color="#4b5563")
+    # 3. sparse attention: window + global + random blocks
+    c.text(4.85, 4.55, "sparse: Longformer, BigBird", fontweight="bold", color="#4b5563")
+    n, size, x0 = 12, 0.2, 3.65
+    i, j = np.indices((n, n))
+    window = np.abs(i - j) <= 1
+    globl = (i == 0) | (j == 0)
+    rand = np.zeros((n, n), dtype=bool)
+    for qb, kb in [(1, 4), (2, 0), (3, 1), (4, 2), (5, 3)]:  # a few random 2 x 2 blocks
+        rand[2 * qb : 2 * qb + 2, 2 * kb : 2 * kb + 2] = True
+    shade = np.where(window, 1.0, np.where(globl, 0.6, 0.35))
+    _cells(c, x0, 2.0, window | globl | rand, size, shade)
+    for k, (label, alpha) in enumerate([("sliding window", 1.0), ("global tokens", 0.6), ("random blocks", 0.35)]):
+        y = 1.55 - 0.3 * k
+        c.ax.add_patch(Rectangle((3.7, y - 0.08), 0.18, 0.16, fc=COLOURS["attention"][1], alpha=alpha,
+                                 ec="none", zorder=2))
+        c.text(3.98, y, label, fs=_FS - 1, ha="left")
+    c.text(4.85, 0.62, "$O(T\\,w)$ scores, not $T^2$", fs=_FS - 1, color="#4b5563")
+    # 4. linear attention: a recurrence with a matrix state
+    c.text(7.9, 4.55, "linear: a recurrence", fontweight="bold", color="#4b5563")
+    c.box(7.0, 3.85, 1.3, 0.5, "$\\phi(k_t)\\, v_t^\\top$", "attention")
+    c.circle(7.9, 3.0, "+")
+    c.path([(7.0, 3.6), (7.0, 3.0), (7.77, 3.0)])
+    c.box(8.9, 3.0, 1.15, 0.62, "state $S_t$\n$D \\times D_v$", "memory", fs=_FS - 1)
+    c.arrow((8.03, 3.0), (8.32, 3.0))
+    c.path([(8.9, 3.31), (8.9, 3.75), (7.9, 3.75), (7.9, 3.13)], dashed=True)
+    c.text(8.4, 3.95, "$S_{t-1}$", fs=_FS - 1)
+    c.box(7.9, 1.95, 2.6, 0.55, "$y_t = \\phi(q_t)^\\top S_t \\,/\\, \\phi(q_t)^\\top z_t$", "attention", fs=_FS - 1)
+    c.arrow((8.9, 2.69), (8.9, 2.23))
+    c.box(7.9, 1.15, 1.0, 0.42, "$y_t$", "output")
+    c.arrow((7.9, 1.67), (7.9, 1.36))
+    c.text(7.9, 0.62, "$S_t = S_{t-1} + \\phi(k_t) v_t^\\top$: $O(T)$", fs=_FS - 1, color="#4b5563")
+    c.legend(["attention", "memory", "output"], y=0.2)
+    return c.fig
+
+
 # --------------------------------------------------------------------------- dispatcher
 LESSON_FIGURES: dict[str, Callable[[], Figure]] = {
     "01_soft_attention": soft_attention,
@@ -529,6 +597,7 @@ LESSON_FIGURES: dict[str, Callable[[], Figure]] = {
     "05_self_attention": multi_head_attention,
     "06_transformer": transformer,
     "07_bert": bert,
+    "09_efficient_attention": efficient_attention,
 }
 
 

@@ -8,10 +8,6 @@ importing either framework.
 """
 from __future__ import annotations
 
-import json
-import os
-import re
-import sys
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -30,7 +26,10 @@ __all__ = [
     "check_true",
     "check_own_code",
     "observe",
-    "guard_reference",
+    "run",
+    "assert_setup",
+    "perturb",
+    "SetupError",
 ]
 
 
@@ -49,29 +48,38 @@ def _with_hint(message: str, hint: str | None) -> str:
 
 
 # --- Grading outside the student's kernel --------------------------------------
-# When ``tools.grade`` runs a submission, its kernel is sandboxed and cannot be
-# trusted. Every value a test obtains from student code (``run_student``'s return
-# value, or a value passed through ``observe``) is then written, as plain data, to
-# the file named by $COURSE_GRADING_RECORD. The grader later replays each test
-# cell in its own process, where ``run_student`` and ``observe`` hand back those
-# recorded values instead of running anything, so every pass or fail is decided
-# where no student code ever ran (see tools/replay.py).
-_RECORD_ENV = "COURSE_GRADING_RECORD"
-_state: dict[str, Any] = {"cell": None, "replay": None}
+# When the grader (``python -m grader``) runs a submission, its kernel is sandboxed
+# and cannot be trusted, and it never receives a test's checks: only the part of
+# each test cell that builds the inputs and calls the student's code (see
+# grader/plan.py). Every value that part obtains from student code
+# (``run_student``'s return value, or a value passed through ``observe``) is kept
+# here as plain data and handed to the grader's runner at the end of the test
+# (``_end_test``). The grader then runs the whole test cell in its own process,
+# where ``run_student`` and ``observe`` hand back those values instead of running
+# anything, so every pass or fail is decided where no student code ever ran and
+# every expected value is computed there (see grader/replay.py).
+REPORT_MIME = "application/vnd.attention-course.report+json"
+_state: dict[str, Any] = {"cell": None, "replay": None, "records": []}
 
 
 def _begin_test(grade_id: str) -> None:
-    """Called by the grader before each graded test cell (record mode)."""
-    _state["cell"] = grade_id
+    """Called by the grader's runner before a test's run part (record mode)."""
+    _state["cell"], _state["records"] = grade_id, []
+
+
+def _end_test() -> None:
+    """Called by the grader's runner after a test's run part: publish what it recorded."""
+    from IPython.display import display
+
+    report = {"test": _state["cell"], "entries": list(_state["records"])}
+    _state["cell"], _state["records"] = None, []
+    display({REPORT_MIME: report}, raw=True)
 
 
 def _record(kind: str, value: Any) -> None:
-    path = os.environ.get(_RECORD_ENV)
-    if not path or _state["cell"] is None:
+    if _state["cell"] is None:
         return
-    entry = {"cell": _state["cell"], "kind": kind, "value": encode_value(value)}
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(entry) + "\n")
+    _state["records"].append({"kind": kind, "value": encode_value(value)})
 
 
 def encode_value(value: Any, depth: int = 0) -> Any:
@@ -102,99 +110,6 @@ def encode_value(value: Any, depth: int = 0) -> Any:
     return {"t": "opaque", "type": type(value).__name__[:40]}
 
 
-# --- The reference-implementation policy -----------------------------------------
-# While a graded test runs student code (inside ``run_student``), the course's
-# own implementations of that exercise refuse to run when student code reaches
-# them: through an import, an alias, ``getattr``, ``exec``, a subclass or a
-# lambda alike. They still run when the test itself, or other course code (a
-# reference model the test hands to the student), calls them.
-_LIBRARY_DIRS: tuple[str, ...] = ()
-_CELL_FILE = re.compile(r"[/\\]ipykernel_\d+[/\\][^/\\]+\.py$")  # where ipykernel compiles each cell
-
-
-def _library_dirs() -> tuple[str, ...]:
-    global _LIBRARY_DIRS
-    if not _LIBRARY_DIRS:
-        import sysconfig
-
-        paths = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-        _LIBRARY_DIRS = tuple(os.path.realpath(p) + os.sep for p in paths)
-    return _LIBRARY_DIRS
-
-
-def _caller_allowed(frame: Any) -> bool:
-    """May the code that called a guarded reference (``frame`` and outwards) use it?"""
-    package = os.path.dirname(os.path.realpath(__file__)) + os.sep
-    here = os.path.realpath(__file__)
-    cells = []
-    f = frame
-    while f is not None:  # the outermost notebook cell on the stack is the running test cell
-        name = f.f_code.co_filename
-        if _CELL_FILE.search(name) or name.startswith("<ipython-input"):  # not ipykernel_launcher.py
-            cells.append(name)
-        f = f.f_back
-    test_cell = cells[-1] if cells else None
-    f = frame
-    while f is not None:
-        name = f.f_code.co_filename
-        real = os.path.realpath(name) if not name.startswith("<") else name
-        if real == here:
-            return f.f_code.co_name != "run_student"  # run_student calling it directly: an alias
-        if real.startswith(package):
-            return True  # course code using its own parts (e.g. a reference model the test passed in)
-        if name.startswith("<frozen") or real.startswith(_library_dirs()):
-            f = f.f_back  # framework internals (e.g. Module.__call__): look further out
-            continue
-        return name == test_cell  # the test's own helper, or student code (cells, exec strings)
-    return True
-
-
-def _guarded(target: Callable, label: str) -> Callable:
-    import functools
-
-    @functools.wraps(target)
-    def guard(*args: Any, **kwargs: Any) -> Any:
-        if _state.get("depth", 0) > 0 and not _caller_allowed(sys._getframe(1)):
-            raise GradingError(
-                f"{label} is the course's own implementation of this exercise. "
-                "This exercise asks you to write it yourself.")
-        return target(*args, **kwargs)
-
-    guard.__course_guarded__ = True
-    return guard
-
-
-def guard_reference(modules: Sequence[str], names: Sequence[str]) -> list[str]:
-    """Arm the policy for ``names`` (functions, classes, ``Class.method``) in ``modules``.
-
-    Returns the qualified names guarded. Called by the grader before a submission
-    runs; a missing module or name is skipped.
-    """
-    import importlib
-
-    done = []
-    for module_name in modules:
-        try:
-            module = importlib.import_module(module_name)
-        except Exception:  # noqa: BLE001 - e.g. the other framework's twin
-            continue
-        for name in names:
-            owner_name, _, method = name.partition(".")
-            owner = getattr(module, owner_name, None)
-            if owner is None:
-                continue
-            if isinstance(owner, type):
-                for attr in ([method] if method else ["forward", "call", "__call__"]):
-                    fn = owner.__dict__.get(attr)
-                    if callable(fn) and not getattr(fn, "__course_guarded__", False):
-                        setattr(owner, attr, _guarded(fn, f"{owner_name}.{attr}"))
-                        done.append(f"{module_name}.{owner_name}.{attr}")
-            elif callable(owner) and not method and not getattr(owner, "__course_guarded__", False):
-                setattr(module, owner_name, _guarded(owner, f"{module_name}.{owner_name}"))
-                done.append(f"{module_name}.{owner_name}")
-    return done
-
-
 def observe(value: Any, name: str = "a value your code produced") -> Any:
     """Hand a value that student code produced (e.g. weights it updated) to the grader.
 
@@ -208,23 +123,33 @@ def observe(value: Any, name: str = "a value your code produced") -> Any:
     return value
 
 
+def run(runner: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Run a test's ``runner`` (a function the release shows, which builds the inputs and calls
+    the student's code through ``run_student``) and return what it returns.
+
+    A hidden test calls only runners, with literal arguments: when a notebook is
+    graded, the sandbox receives the call (the runner's name and arguments), never
+    the hidden test's text.
+    """
+    return runner(*args, **kwargs)
+
+
 def run_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: Any) -> Any:
     """Call a student's function; turn any exception into a readable failure."""
     label = name or getattr(fn, "__name__", "your function")
     replay = _state["replay"]
     if replay is not None:
         return replay.next_value("return", label)
-    _state["depth"] = _state.get("depth", 0) + 1
     try:
         result = fn(*args, **kwargs)
-    except NotImplementedError:
-        _record("raise", "NotImplementedError")
+    except NotImplementedError as exc:
+        _record("raise", f"NotImplementedError: {exc}")
+        if "not available while your notebook is graded" in str(exc):  # the assignment's view of utils
+            raise GradingError(f"{label}: {exc}") from None
         raise GradingError(f"{label}: not implemented yet (it raised NotImplementedError).") from None
     except Exception as exc:  # the student's code failed: say where, not a deep trace
         _record("raise", f"{type(exc).__name__}: {exc}")
         raise GradingError(f"{label}: calling it raised {type(exc).__name__}: {exc}") from None
-    finally:
-        _state["depth"] -= 1
     _record("return", result)
     if result is None:
         raise GradingError(f"{label}: returned None. Did you forget the `return` statement?")
@@ -263,7 +188,10 @@ def check_close(
     """Values agree with the reference; if they match a known wrong variant, name it.
 
     ``mistakes`` maps a description of a usual mistake ("the scores were not
-    divided by sqrt(d_k)") to the output that mistake produces.
+    divided by sqrt(d_k)") to the output that mistake produces. A hint names the
+    mistake that was made, or none: a value that matches no listed mistake gets
+    the numbers only; ``hint`` is shown only when the *shape* is wrong (say what
+    the shape should be made of), and NaN gets its own note.
     """
     a = to_numpy(actual).astype(np.float64)
     e = to_numpy(expected).astype(np.float64)
@@ -276,7 +204,7 @@ def check_close(
     if np.isnan(a).any():
         where = tuple(int(i) for i in np.argwhere(np.isnan(a))[0])
         message = f"{name}: contains NaN (first at index {where}); the reference has {e[where]:.6g} there."
-        raise GradingError(_with_hint(message, hint or "a row with every position masked, or exp of a huge score?"))
+        raise GradingError(_with_hint(message, "a row with every position masked, or exp of a huge score?"))
     for label, wrong in (mistakes or {}).items():
         if _close(a, to_numpy(wrong).astype(np.float64), atol, rtol):
             raise GradingError(f"{name}: wrong values. They match what you get when {label}.")
@@ -286,7 +214,7 @@ def check_close(
         f"{name}: values differ from the reference by up to {diff.max():.3g} "
         f"(at index {where}: expected {e[where]:.6g}, got {a[where]:.6g})."
     )
-    raise GradingError(_with_hint(message, hint))
+    raise GradingError(message)
 
 
 def check_rows_sum_to_one(weights: Any, name: str, atol: float = 1e-5, hint: str | None = None) -> None:
@@ -322,6 +250,33 @@ def check_zero_where_masked(weights: Any, mask: Any, name: str, atol: float = 1e
         raise GradingError(
             _with_hint(f"{name}: position {where} is masked out but has weight {float(w[where]):.4g}.", hint or guess)
         )
+
+
+class SetupError(AssertionError):
+    """A test's own inputs do not exercise what the test claims to check: the test is broken."""
+
+
+def assert_setup(condition: bool, message: str) -> None:
+    """A test states that its own inputs exercise what it checks ("the mask hides some keys",
+    "the model emits <eos> in some row"); if not, the test itself is wrong, not the student."""
+    if not bool(condition):
+        raise SetupError(f"test set-up: {message}")
+
+
+def perturb(obj: Any, seed: int, scale: float = 0.1) -> Any:
+    """Move every parameter of a torch module or Keras layer away from its initial value (LayerNorm
+    gains off 1, biases off 0), so that a test's weights are generic; returns ``obj``."""
+    rng = np.random.default_rng(seed)
+    if hasattr(obj, "parameters") and callable(obj.parameters):  # torch
+        import torch
+
+        with torch.no_grad():
+            for p in obj.parameters():
+                p.add_(torch.as_tensor(rng.normal(0.0, scale, tuple(p.shape)), dtype=p.dtype))
+    else:  # Keras: its variables
+        for v in obj.weights:
+            v.assign(to_numpy(v) + rng.normal(0.0, scale, tuple(v.shape)).astype(to_numpy(v).dtype))
+    return obj
 
 
 def check_true(condition: bool, message: str) -> None:

@@ -7,9 +7,20 @@ declares ``multiple: true``; then the student must pick exactly the correct set.
 Optional question keys:
 
 * ``kind: predict`` marks a question that asks the student to predict a number,
-  a shape or a plot that the lesson then computes (the default is ``recall``);
+  a shape or a plot that the lesson then computes (the default, ``recall``, is
+  any other question: a fact or an idea to recall); the bank lint wants at least
+  three predict questions per bank;
+* ``notebook_recall: true`` marks a question that asks what a particular cell of
+  the lesson printed or did (a number the notebook measured, a choice its code
+  made), rather than about the idea; the bank lint allows at most one in ten;
 * ``framework: pytorch`` (or ``tensorflow``) shows the question only in that
-  framework's notebook, for facts that differ between the two libraries.
+  framework's notebook, for facts that differ between the two libraries;
+* ``section:`` the heading (without its ``#`` marks) of the lesson section the
+  question tests, exactly as both twin notebooks write it; a student who misses
+  the question is sent there (the bank lint wants one on every question).
+
+A quiz ends with its score and, for each missed question, the section to reread:
+the last line of the widget, and ``quiz.summary()`` for every quiz of the kernel.
 
 Maths goes between ``$...$`` in TeX, in questions, answers and explanations
 alike: ``'What can $a^\\top \\tanh(W_q q + W_k k)$ do?'``. The widget shows every
@@ -29,6 +40,7 @@ salted ``hash``), so that the position of the right answer tells nothing.
     from utils import quiz
     quiz.show("01_soft_attention", "pre")   # in a notebook: the quiz widget
     print(quiz.results_json())               # every quiz answered in this kernel, as JSON
+    print(quiz.summary())                    # scores, and the lesson sections to reread
 """
 from __future__ import annotations
 
@@ -46,7 +58,7 @@ import yaml
 PARTS = ("pre", "post")
 QUIZ_DIR_ENV = "COURSE_QUIZ_DIR"
 _BANK_KEYS = {"lesson", "title", "pre", "post"}
-_QUESTION_KEYS = {"id", "question", "answers", "multiple", "kind", "framework"}
+_QUESTION_KEYS = {"id", "question", "answers", "multiple", "kind", "framework", "notebook_recall", "section"}
 KINDS = ("recall", "predict")
 FRAMEWORKS = ("pytorch", "tensorflow")
 _ANSWER_KEYS = {"text", "correct", "explain"}
@@ -71,6 +83,8 @@ class Question:
     multiple: bool = False
     kind: str = "recall"
     framework: str | None = None
+    notebook_recall: bool = False
+    section: str | None = None
 
     @property
     def correct_set(self) -> frozenset[int]:
@@ -129,6 +143,11 @@ def _parse_question(raw: Any, where: str) -> Question:
     _require(isinstance(multiple, bool), where, f"'multiple' must be true or false, got {multiple!r}")
     kind = raw.get("kind", "recall")
     _require(kind in KINDS, where, f"'kind' must be one of {KINDS}, got {kind!r}")
+    notebook_recall = raw.get("notebook_recall", False)
+    _require(isinstance(notebook_recall, bool), where, f"'notebook_recall' must be true or false, got {notebook_recall!r}")
+    section = raw.get("section")
+    _require(section is None or (isinstance(section, str) and section.strip() != ""), where,
+             f"'section' must be the heading of a lesson section, got {section!r}")
     framework = raw.get("framework")
     _require(framework is None or framework in FRAMEWORKS, where, f"'framework' must be one of {FRAMEWORKS}, got {framework!r}")
     answers_raw = raw.get("answers")
@@ -151,7 +170,8 @@ def _parse_question(raw: Any, where: str) -> Question:
         _require(n_correct >= 1, where, "declares multiple: true but marks no answer correct")
     else:
         _require(n_correct == 1, where, f"expected exactly one correct answer (or declare multiple: true), found {n_correct}")
-    return Question(qid.strip(), text.strip(), tuple(answers), multiple, kind, framework)
+    return Question(qid.strip(), text.strip(), tuple(answers), multiple, kind, framework, notebook_recall,
+                    section.strip() if section else None)
 
 
 def parse_bank(raw: Any, source: str = "<bank>") -> Bank:
@@ -223,7 +243,9 @@ def _record(lesson: str, part: str, framework: str | None, questions: Sequence[Q
         "lesson": lesson,
         "part": part,
         "framework": framework,
-        "questions": {q.id: {"id": q.id, "kind": q.kind, "selected": [], "correct": None, "attempts": 0} for q in questions},
+        "questions": {q.id: {"id": q.id, "number": i + 1, "section": q.section, "kind": q.kind,
+                             "selected": [], "correct": None, "attempts": 0}
+                      for i, q in enumerate(questions)},
     }
     _SHOWN[(lesson, part)] = rec  # a re-run cell builds fresh widgets: its answers start again
     return rec
@@ -236,14 +258,33 @@ def _note_answer(rec: dict, q: Question, chosen: Sequence[int], ok: bool) -> Non
     entry["attempts"] += 1
 
 
+NO_SECTION = "(the lesson; this question names no section)"
+
+
+def reread(entries: Sequence[dict]) -> list[dict]:
+    """The sections to reread for the missed questions among ``entries`` (dicts with
+    ``number``, ``section`` and ``correct``, as in ``results()``): one
+    ``{"section", "questions"}`` per section, in the order of the quiz, ``questions``
+    holding the numbers (as shown, Q1 = 1) of the questions missed on it. A question
+    is missed when its latest check was wrong; one not answered yet is not."""
+    out: dict[str, list[int]] = {}
+    for e in entries:
+        if e["correct"] is False:
+            out.setdefault(e["section"] or NO_SECTION, []).append(e["number"])
+    return [{"section": sec, "questions": nums} for sec, nums in out.items()]
+
+
 def results() -> dict:
     """Every quiz shown in this kernel, with the student's latest answers.
 
     ``{"quizzes": [{"lesson", "part", "framework", "score", "answered", "total",
-    "questions": [{"id", "kind", "selected", "correct", "attempts"}]}]}``;
-    ``selected`` holds the texts of the chosen options (the display order is
-    shuffled, so indices would mean little), ``correct`` is None while unanswered,
-    ``score`` counts questions whose latest check was correct.
+    "reread": [{"section", "questions"}],
+    "questions": [{"id", "number", "section", "kind", "selected", "correct", "attempts"}]}]}``;
+    ``number`` is the question's number as shown (Q1 = 1), ``selected`` holds the
+    texts of the chosen options (the display order is shuffled, so indices would
+    mean little), ``correct`` is None while unanswered, ``score`` counts questions
+    whose latest check was correct, ``reread`` lists the lesson sections of the
+    missed ones (see ``reread``).
     """
     quizzes = []
     for (lesson, part), rec in sorted(_SHOWN.items(), key=lambda kv: (kv[0][0], PARTS.index(kv[0][1]))):
@@ -255,6 +296,7 @@ def results() -> dict:
             "score": sum(e["correct"] is True for e in qs),
             "answered": sum(e["correct"] is not None for e in qs),
             "total": len(qs),
+            "reread": reread(qs),
             "questions": qs,
         })
     return {"quizzes": quizzes}
@@ -275,8 +317,13 @@ def save_results(path: str | Path, student: str | None = None) -> Path:
     return path
 
 
+def _numbers(nums: Sequence[int]) -> str:
+    return ", ".join(f"Q{n}" for n in nums)
+
+
 def summary() -> str:
-    """A short printable report: one line per quiz, one per question."""
+    """A short printable report: per quiz its score, one line per question, and the
+    lesson sections to reread for the questions missed."""
     lines = []
     for qz in results()["quizzes"]:
         fw = f" ({qz['framework']})" if qz["framework"] else ""
@@ -284,7 +331,12 @@ def summary() -> str:
         for e in qz["questions"]:
             mark = {True: "right", False: "wrong", None: "not answered"}[e["correct"]]
             chosen = "; ".join(e["selected"])
-            lines.append(f"  {e['id']}: {mark}" + (f" - {chosen}" if chosen else ""))
+            lines.append(f"  Q{e['number']} {e['id']}: {mark}" + (f" - {chosen}" if chosen else ""))
+        if qz["reread"]:
+            lines.append("  To reread:")
+            lines.extend(f"    {r['section']} ({_numbers(r['questions'])})" for r in qz["reread"])
+        elif qz["answered"] == qz["total"]:
+            lines.append("  Every question right: nothing to reread.")
     return "\n".join(lines) if lines else "No quiz has been shown in this kernel yet."
 
 
@@ -364,6 +416,8 @@ def _question_widget(number: int, q: Question, tally: dict, on_change: Any, rec:
         chosen = [i for i, tick in enumerate(ticks) if tick.value]
         ok, text = q.check(chosen)
         colour = "#1a7f37" if ok else "#b42318"
+        if chosen and not ok and q.section:
+            text += f"\nTo reread: {q.section}"
         feedback.value = f"<div style='color:{colour}; white-space:pre-wrap'>{_html_text(text)}</div>"
         if chosen:  # "pick an answer first" is not an attempt
             tally[q.id] = ok
@@ -379,6 +433,22 @@ def _question_widget(number: int, q: Question, tally: dict, on_change: Any, rec:
     box._course_select = tuple(ticks)  # the tick boxes, in display order
     box._course_question = q  # the question as displayed (answers in display order)
     return box
+
+
+def ending(questions: Sequence[Question], tally: dict[str, bool]) -> str:
+    """The last line of a quiz widget (HTML): the score and, for each question missed
+    so far (``tally``: question id -> latest check right), the section to reread."""
+    done = len(tally) == len(questions)
+    text = (f"<b>{'Quiz done. ' if done else ''}Score: {sum(tally.values())} / {len(questions)}</b>"
+            f" ({len(tally)} answered)")
+    entries = [{"number": i + 1, "section": q.section, "correct": tally.get(q.id)} for i, q in enumerate(questions)]
+    missed = reread(entries)
+    if missed:
+        items = "".join(f"<li>{_html_text(r['section'])} ({_numbers(r['questions'])})</li>" for r in missed)
+        text += f"<br>To reread in the lesson:<ul>{items}</ul>"
+    elif done:
+        text += "<br>Every question right: nothing to reread."
+    return text
 
 
 def show(lesson: str, part: str = "pre", framework: str | None = None):
@@ -400,10 +470,10 @@ def show(lesson: str, part: str = "pre", framework: str | None = None):
     questions = [shuffled(q, bank.lesson, part) for q in select_questions(bank, part, framework)]
     rec = _record(bank.lesson, part, framework, questions)
     tally: dict[str, bool] = {}
-    score = w.HTML()
+    score = w.HTMLMath()  # section headings may hold maths
 
     def update() -> None:
-        score.value = f"<b>Score: {sum(tally.values())} / {len(questions)}</b> ({len(tally)} answered)"
+        score.value = ending(questions, tally)
 
     items = [_question_widget(i + 1, q, tally, update, rec) for i, q in enumerate(questions)]
     update()

@@ -30,6 +30,7 @@ Sequence lengths
     Ts      source length: the encoder's input sequence
     Tt      target length: the decoder's input or output sequence
     Tp      predicted length: the tokens of a decoded output
+    Tw      window length: the keys one query sees in banded (sliding-window) attention
 
 Widths
     D       model width (d_model): token vectors, embeddings, queries and keys
@@ -91,6 +92,7 @@ GROUPS: dict[str, dict[str, str]] = {
         "Ts": "source length: the encoder's input sequence",
         "Tt": "target length: the decoder's input or output sequence",
         "Tp": "predicted length: the tokens of a decoded output",
+        "Tw": "window length: the keys one query sees in banded (sliding-window) attention",
     },
     "Widths": {
         "D": "model width (d_model): token vectors, embeddings, queries and keys",

@@ -26,6 +26,7 @@ __all__ = [
     "dot_scores",
     "additive_scores",
     "gaussian_kernel_scores",
+    "cosine_scores",
     "attend",
     "scaled_dot_product_attention",
     "additive_attention",
@@ -33,6 +34,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "local_window_mask",
+    "top_k_mask",
     "split_heads",
     "merge_heads",
     "project",
@@ -97,6 +99,18 @@ def gaussian_kernel_scores(queries: Tensor, keys: Tensor, width: float | Tensor)
     """
     diff = ops.expand_dims(queries, -1) - ops.expand_dims(keys, -2)  # (..., Tq, Tk)
     return -ops.square(diff * width) / 2
+
+
+def cosine_scores(queries: Tensor, keys: Tensor) -> Tensor:
+    """Cosine similarity q.k / (|q| |k|) of every query with every key: direction only, in [-1, 1].
+
+    A zero vector has no direction: its lengths count as 1e-8, so it scores 0 against everything.
+    Shapes: queries (..., Tq, D), keys (..., Tk, D) -> (..., Tq, Tk).
+    """
+    checks.check_queries_keys(queries, keys)
+    q = queries / ops.maximum(ops.norm(queries, axis=-1, keepdims=True), 1e-8)  # (..., Tq, D), unit length
+    k = keys / ops.maximum(ops.norm(keys, axis=-1, keepdims=True), 1e-8)  # (..., Tk, D), unit length
+    return ops.matmul(q, ops.swapaxes(k, -1, -2))  # (..., Tq, Tk)
 
 
 def attend(weights: Tensor, values: Tensor) -> Tensor:
@@ -231,6 +245,24 @@ def local_window_mask(centers: Tensor, num_keys: int, half_width: int) -> Tensor
     keys = ops.arange(num_keys, dtype=c.dtype)  # (Tk,)
     keep = ops.abs(keys - ops.expand_dims(c, -1)) <= half_width  # (..., Tq, Tk)
     return keep if len(keep.shape) == 2 else ops.expand_dims(keep, 1)  # (Tq, Tk) or (B, 1, Tq, Tk)
+
+
+def top_k_mask(scores: Tensor, k: int, mask: Tensor | None = None) -> Tensor:
+    """Keep-mask of the k largest scores of each row, chosen among the positions ``mask`` keeps.
+
+    Top-k attention: ``masked_softmax(scores, top_k_mask(scores, k, mask))`` spreads each
+    query's weight over its k best keys only. A masked position never takes one of the k
+    places; a row that keeps fewer than k positions keeps all of them; ties with the k-th
+    largest score are all kept.
+    Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk), True = may attend.
+    """
+    checks.check_top_k(k, checks.shape_of(scores))
+    checks.check_mask(mask, checks.shape_of(scores))
+    scores = ops.convert_to_tensor(scores)
+    allowed = scores if mask is None else ops.where(mask, scores, float("-inf"))  # a masked key cannot be among the best
+    kth = ops.top_k(allowed, k)[0][..., -1:]  # (..., Tq, 1): the k-th largest allowed score
+    keep = allowed >= kth  # (..., Tq, Tk); where fewer than k are allowed, kth is -inf and all pass
+    return keep if mask is None else ops.logical_and(keep, mask)
 
 
 def split_heads(x: Tensor, num_heads: int) -> Tensor:

@@ -16,12 +16,14 @@ __all__ = [
     "dot_scores",
     "additive_scores",
     "gaussian_kernel_scores",
+    "cosine_scores",
     "attend",
     "scaled_dot_product_attention",
     "additive_attention",
     "causal_mask",
     "padding_mask",
     "local_window_mask",
+    "top_k_mask",
     "split_heads",
     "merge_heads",
     "multi_head_attention",
@@ -83,6 +85,18 @@ def gaussian_kernel_scores(queries: np.ndarray, keys: np.ndarray, width: float) 
     """
     diff = queries[..., :, None] - keys[..., None, :]  # (..., Tq, Tk)
     return -((diff * width) ** 2) / 2
+
+
+def cosine_scores(queries: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Cosine similarity q.k / (|q| |k|) of every query with every key: direction only, in [-1, 1].
+
+    A zero vector has no direction: its lengths count as 1e-8, so it scores 0 against everything.
+    Shapes: queries (..., Tq, D), keys (..., Tk, D) -> (..., Tq, Tk).
+    """
+    checks.check_queries_keys(queries, keys)
+    q = queries / np.maximum(np.linalg.norm(queries, axis=-1, keepdims=True), 1e-8)  # (..., Tq, D), unit length
+    k = keys / np.maximum(np.linalg.norm(keys, axis=-1, keepdims=True), 1e-8)  # (..., Tk, D), unit length
+    return q @ np.swapaxes(k, -1, -2)  # (..., Tq, Tk)
 
 
 def attend(weights: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -179,6 +193,24 @@ def local_window_mask(centers: np.ndarray, num_keys: int, half_width: int) -> np
     c = c if np.issubdtype(c.dtype, np.floating) else c.astype(np.float32)  # integers are exact in float32
     keep = np.abs(np.arange(num_keys, dtype=c.dtype) - c[..., None]) <= half_width  # (..., Tq, Tk)
     return keep if keep.ndim == 2 else keep[:, None]  # (Tq, Tk) or (B, 1, Tq, Tk)
+
+
+def top_k_mask(scores: np.ndarray, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+    """Keep-mask of the k largest scores of each row, chosen among the positions ``mask`` keeps.
+
+    Top-k attention: ``masked_softmax(scores, top_k_mask(scores, k, mask))`` spreads each
+    query's weight over its k best keys only. A masked position never takes one of the k
+    places; a row that keeps fewer than k positions keeps all of them; ties with the k-th
+    largest score are all kept.
+    Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk), True = may attend.
+    """
+    scores = np.asarray(scores)
+    checks.check_top_k(k, scores.shape)
+    checks.check_mask(mask, scores.shape)
+    allowed = scores if mask is None else np.where(mask, scores, -np.inf)  # a masked key cannot be among the best
+    kth = np.sort(allowed, axis=-1)[..., -k][..., None]  # (..., Tq, 1): the k-th largest allowed score
+    keep = allowed >= kth  # (..., Tq, Tk); where fewer than k are allowed, kth is -inf and all pass
+    return keep if mask is None else keep & mask
 
 
 def split_heads(x: np.ndarray, num_heads: int) -> np.ndarray:

@@ -19,6 +19,7 @@ __all__ = [
     "dot_scores",
     "additive_scores",
     "gaussian_kernel_scores",
+    "cosine_scores",
     "attend",
     "scaled_dot_product_attention",
     "additive_attention",
@@ -26,6 +27,7 @@ __all__ = [
     "causal_mask",
     "padding_mask",
     "local_window_mask",
+    "top_k_mask",
     "split_heads",
     "merge_heads",
     "project",
@@ -89,6 +91,18 @@ def gaussian_kernel_scores(queries: torch.Tensor, keys: torch.Tensor, width: flo
     """
     diff = queries.unsqueeze(-1) - keys.unsqueeze(-2)  # (..., Tq, Tk)
     return -((diff * width) ** 2) / 2
+
+
+def cosine_scores(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity q.k / (|q| |k|) of every query with every key: direction only, in [-1, 1].
+
+    A zero vector has no direction: its lengths count as 1e-8, so it scores 0 against everything.
+    Shapes: queries (..., Tq, D), keys (..., Tk, D) -> (..., Tq, Tk).
+    """
+    checks.check_queries_keys(queries, keys)
+    q = queries / queries.norm(dim=-1, keepdim=True).clamp_min(1e-8)  # (..., Tq, D), unit length
+    k = keys / keys.norm(dim=-1, keepdim=True).clamp_min(1e-8)  # (..., Tk, D), unit length
+    return q @ k.transpose(-1, -2)  # (..., Tq, Tk)
 
 
 def attend(weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
@@ -212,6 +226,23 @@ def local_window_mask(centers: torch.Tensor, num_keys: int, half_width: int) -> 
     keys = torch.arange(num_keys, device=c.device, dtype=c.dtype)  # (Tk,)
     keep = (keys - c[..., None]).abs() <= half_width  # (..., Tq, Tk)
     return keep if keep.dim() == 2 else keep[:, None]  # (Tq, Tk) or (B, 1, Tq, Tk)
+
+
+def top_k_mask(scores: torch.Tensor, k: int, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Keep-mask of the k largest scores of each row, chosen among the positions ``mask`` keeps.
+
+    Top-k attention: ``masked_softmax(scores, top_k_mask(scores, k, mask))`` spreads each
+    query's weight over its k best keys only. A masked position never takes one of the k
+    places; a row that keeps fewer than k positions keeps all of them; ties with the k-th
+    largest score are all kept.
+    Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk), True = may attend.
+    """
+    checks.check_top_k(k, scores.shape)
+    checks.check_mask(mask, scores.shape)
+    allowed = scores if mask is None else scores.masked_fill(~mask, float("-inf"))  # a masked key cannot be among the best
+    kth = allowed.topk(k, dim=-1).values[..., -1:]  # (..., Tq, 1): the k-th largest allowed score
+    keep = allowed >= kth  # (..., Tq, Tk); where fewer than k are allowed, kth is -inf and all pass
+    return keep if mask is None else keep & mask
 
 
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:

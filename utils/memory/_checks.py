@@ -12,6 +12,7 @@ __all__ = [
     "check_hop",
     "check_model_weights",
     "check_content",
+    "check_ntm",
     "check_dnc",
     "check_dnc_dicts",
     "DNC_STATE",
@@ -84,6 +85,15 @@ def check_content(memory: Any, key: Any, strength: Any) -> None:
             raise ValueError(f"strength: expected a number or (B,) = ({m[0]},), got shape {st}")
     elif not isinstance(strength, (int, float)):
         raise ValueError(f"strength: expected a number or (B,) array, got {type(strength).__name__}")
+
+
+def check_ntm(content_weights: Any, previous_weights: Any, gate: Any, shift: Any, sharpening: Any) -> None:
+    c, p = shape_of(content_weights), shape_of(previous_weights)
+    if len(c) != 2 or p != c:
+        raise ValueError(f"content_weights, previous_weights: expected two (B, M) arrays, got shapes {c} and {p}")
+    for name, value, want in (("gate", gate, (c[0],)), ("shift", shift, (c[0], 3)), ("sharpening", sharpening, (c[0],))):
+        if shape_of(value) != want:
+            raise ValueError(f"{name}: expected shape {want}, got {shape_of(value)}")
 
 
 # ----------------------------------------------------------------------------- DNC memory

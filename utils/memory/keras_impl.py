@@ -34,6 +34,7 @@ __all__ = [
     "memn2n_forward",
     "content_addressing",
     "content_read",
+    "ntm_addressing",
     "dnc_usage",
     "dnc_allocation",
     "dnc_write_weighting",
@@ -199,6 +200,26 @@ def content_read(memory: Tensor, key: Tensor, strength: float | Tensor = 1.0) ->
     """
     weights = content_addressing(memory, key, strength)  # (B, M)
     return ops.einsum("bn,bnw->bw", weights, ops.convert_to_tensor(memory)), weights
+
+
+def ntm_addressing(
+    content_weights: Tensor, previous_weights: Tensor, gate: Tensor, shift: Tensor, sharpening: Tensor
+) -> Tensor:
+    """The NTM head's location step after the content lookup: interpolate, shift, sharpen.
+
+    Graves, Wayne and Danihelka (2014), Sec. 3.3: w^g = g w^c + (1 - g) w_{t-1};
+    then a circular shift by -1, 0 or +1 rows with the probabilities ``shift``
+    (the move +1 takes the weight on row i to row i + 1, and the last row's to
+    row 0); then w_i = (w~_i)^gamma / sum_j (w~_j)^gamma with gamma >= 1.
+    Shapes: content_weights, previous_weights (B, M); gate (B,); shift (B, 3), the
+    probabilities of the moves -1, 0, +1; sharpening (B,) -> weights (B, M).
+    """
+    _checks.check_ntm(content_weights, previous_weights, gate, shift, sharpening)
+    g = gate[:, None]  # (B, 1)
+    w = g * content_weights + (1 - g) * previous_weights  # (B, M): interpolate
+    w = shift[:, :1] * ops.roll(w, -1, axis=-1) + shift[:, 1:2] * w + shift[:, 2:] * ops.roll(w, 1, axis=-1)  # shift
+    w = w ** sharpening[:, None]  # sharpen
+    return w / ops.sum(w, axis=-1, keepdims=True)
 
 
 # ----------------------------------------------------------------------------- DNC memory

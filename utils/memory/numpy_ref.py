@@ -1,4 +1,4 @@
-"""NumPy reference of End-To-End Memory Networks, the NTM content read and the DNC memory.
+"""NumPy reference of End-To-End Memory Networks, the NTM read head and the DNC memory.
 
 Shapes: letters of ``utils/shapes.py``; here B batch, M memory slots (a MemN2N slot
 holds a sentence, slot 0 the newest; an NTM/DNC slot is a row of the memory matrix),
@@ -20,6 +20,7 @@ __all__ = [
     "memn2n_forward",
     "content_addressing",
     "content_read",
+    "ntm_addressing",
     "dnc_usage",
     "dnc_allocation",
     "dnc_write_weighting",
@@ -183,6 +184,31 @@ def content_read(
     """
     weights = content_addressing(memory, key, strength)  # (B, M)
     return np.einsum("bn,bnw->bw", weights, memory), weights
+
+
+def ntm_addressing(
+    content_weights: np.ndarray,
+    previous_weights: np.ndarray,
+    gate: np.ndarray,
+    shift: np.ndarray,
+    sharpening: np.ndarray,
+) -> np.ndarray:
+    """The NTM head's location step after the content lookup: interpolate, shift, sharpen.
+
+    Graves, Wayne and Danihelka (2014), Sec. 3.3: w^g = g w^c + (1 - g) w_{t-1};
+    then a circular shift by -1, 0 or +1 rows with the probabilities ``shift``
+    (the move +1 takes the weight on row i to row i + 1, and the last row's to
+    row 0); then w_i = (w~_i)^gamma / sum_j (w~_j)^gamma with gamma >= 1.
+    Shapes: content_weights, previous_weights (B, M); gate (B,); shift (B, 3), the
+    probabilities of the moves -1, 0, +1; sharpening (B,) -> weights (B, M).
+    """
+    _checks.check_ntm(content_weights, previous_weights, gate, shift, sharpening)
+    wc, wp = np.asarray(content_weights, dtype=float), np.asarray(previous_weights, dtype=float)
+    g, s, gamma = (np.asarray(x, dtype=float) for x in (gate, shift, sharpening))
+    w = g[:, None] * wc + (1 - g[:, None]) * wp  # (B, M): interpolate
+    w = s[:, :1] * np.roll(w, -1, axis=-1) + s[:, 1:2] * w + s[:, 2:] * np.roll(w, 1, axis=-1)  # (B, M): shift
+    w = w ** gamma[:, None]  # sharpen
+    return w / w.sum(axis=-1, keepdims=True)
 
 
 # ----------------------------------------------------------------------------- DNC memory

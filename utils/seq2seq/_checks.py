@@ -25,3 +25,34 @@ def decode_mask(attention_mask: Any, batch_size: int, max_len: int, num_keys: in
             f"attention_mask: expected a shape broadcastable to (B, 1, max_len, Ts) = {target}, got {m.shape}"
         )
     return np.broadcast_to(m, target)[:, 0].copy()  # (B, max_len, Ts), writable (torch.as_tensor wants that)
+
+
+def checked_weights(expected: dict[str, tuple], weights: Any) -> dict[str, np.ndarray]:
+    """``weights`` (name -> array or tensor) as float32 NumPy arrays, with exactly the names and shapes expected.
+
+    ``expected`` maps each name of ``export_weights``' layout to its shape.
+    Shapes: as ``expected``.
+    """
+    if not hasattr(weights, "keys"):
+        raise ValueError(f"weights: expected a mapping name -> array, got {type(weights).__name__}")
+    missing = [n for n in expected if n not in weights]
+    unexpected = sorted(n for n in weights if n not in expected)
+    if missing or unexpected:
+        raise ValueError(f"weights: expected the names {list(expected)}; missing {missing}, unexpected {unexpected}")
+    out = {}
+    for name, shape in expected.items():
+        a = np.asarray(to_numpy(weights[name]), dtype=np.float32)
+        if a.shape != tuple(shape):
+            raise ValueError(f"weights[{name!r}]: expected shape {tuple(shape)}, got {a.shape}")
+        out[name] = a
+    return out
+
+
+def gates_as_keras(a: np.ndarray) -> np.ndarray:
+    """Reorder a GRU weight's last axis between (r, z, n), the layout's order, and Keras's (z, r, h).
+
+    The map swaps the first two thirds, so it is its own inverse.
+    Shapes: (..., 3G) -> (..., 3G).
+    """
+    r, z, n = np.split(a, 3, axis=-1)
+    return np.concatenate([z, r, n], axis=-1)

@@ -11,7 +11,7 @@ width, V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token. See
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -37,6 +37,9 @@ __all__ = [
     "sequence_loss",
     "train_seq2seq",
     "greedy_decode",
+    "export_weights",
+    "load_weights",
+    "named_weights",
 ]
 
 SCORES = ("additive", "dot", "general", "none")  # the values of ``attention`` (a constant, not in __all__)
@@ -193,6 +196,7 @@ class Decoder(keras.layers.Layer):
         super().__init__(**kwargs)
         _check_kind(attention)
         self.attention_kind = attention
+        self._d_enc = d_enc  # to build the layer before its first call (load_weights)
         self.embedding = _embedding(vocab_size, d_embed, name="embedding")
         self.init = keras.layers.Dense(d_hidden, kernel_initializer=_uniform(d_enc), bias_initializer=_uniform(d_enc),
                                        name="init")
@@ -388,3 +392,119 @@ def greedy_decode(
         if weights:
             all_weights.append(np.stack(weights, axis=1))  # (b, max_len, Ts)
     return np.concatenate(all_tokens).astype(np.int64), (np.concatenate(all_weights) if all_weights else None)
+
+
+# ----------------------------------------------------------------------------
+# Weights under one layout, the same in both twins (see utils/seq2seq/__init__.py)
+# ----------------------------------------------------------------------------
+
+
+def _gru_table(prefix: str, cell: keras.layers.GRUCell) -> dict[str, tuple[Any, int | None, bool]]:
+    # Keras keeps the gates in the order (z, r, h) and both biases in one (2, 3G) variable
+    return {f"{prefix}W_x": (cell.kernel, None, True), f"{prefix}W_h": (cell.recurrent_kernel, None, True),
+            f"{prefix}b_x": (cell.bias, 0, True), f"{prefix}b_h": (cell.bias, 1, True)}
+
+
+def _ensure_built(layer: keras.layers.Layer) -> None:
+    """Create a layer's weights (Keras makes some at the first call) with a call on a dummy input."""
+    if not isinstance(layer, (Seq2Seq, Encoder, DecoderAttention, Decoder)):
+        raise ValueError(
+            f"layer: expected an Encoder, DecoderAttention, Decoder or Seq2Seq, got {type(layer).__name__}")
+    if layer.built:
+        return
+    ids = ops.ones((1, 2), dtype="int32")  # two positions: a softmax over one would draw a Keras warning
+    if isinstance(layer, Seq2Seq):
+        layer(ids, ids)
+    elif isinstance(layer, Encoder):
+        layer(ids)
+    elif isinstance(layer, Decoder):
+        layer(ids, ops.zeros((1, 2, layer._d_enc)), ops.zeros((1, layer._d_enc)))
+
+
+def _weight_table(layer: keras.layers.Layer) -> dict[str, tuple[Any, int | None, bool]]:
+    """Each name of the layout -> (the Keras variable that holds it, its row in that variable or None,
+    gates in Keras's order)."""
+    if isinstance(layer, Seq2Seq):
+        return {**{f"encoder.{k}": v for k, v in _weight_table(layer.encoder).items()},
+                **{f"decoder.{k}": v for k, v in _weight_table(layer.decoder).items()}}
+    if isinstance(layer, Encoder):
+        table = {"embedding": (layer.embedding.embeddings, None, False)}
+        table.update(_gru_table("fwd.", layer.rnn.forward_layer.cell))
+        table.update(_gru_table("bwd.", layer.rnn.backward_layer.cell))
+        return table
+    if isinstance(layer, DecoderAttention):
+        if layer.kind == "additive":
+            return {n: (getattr(layer.additive, n), None, False) for n in ("W_q", "W_k", "w_v")}
+        return {"W": (layer.W, None, False)} if layer.kind == "general" else {}
+    if isinstance(layer, Decoder):
+        table = {"embedding": (layer.embedding.embeddings, None, False), "W_init": (layer.init.kernel, None, False),
+                 "b_init": (layer.init.bias, None, False)}
+        if layer.attention is not None:
+            table.update({f"attention.{k}": v for k, v in _weight_table(layer.attention).items()})
+        table.update(_gru_table("cell.", layer.cell))
+        table.update({"W_out": (layer.out.kernel, None, False), "b_out": (layer.out.bias, None, False)})
+        return table
+    raise ValueError(f"layer: expected an Encoder, DecoderAttention, Decoder or Seq2Seq, got {type(layer).__name__}")
+
+
+def _export_one(variable: Any, row: int | None, keras_gates: bool) -> np.ndarray:
+    a = np.array(ops.convert_to_numpy(variable))
+    a = a if row is None else a[row]
+    return _s2s_checks.gates_as_keras(a) if keras_gates else a
+
+
+def export_weights(layer: keras.layers.Layer) -> dict[str, np.ndarray]:
+    """The weights of a seq2seq layer as NumPy arrays, named and laid out as in both twins.
+
+    ``layer``: an ``Encoder``, ``DecoderAttention``, ``Decoder`` or ``Seq2Seq``.
+    Matrices act on the right (``x @ W``); a GRU's three gate blocks are side by side
+    in the order (r, z, n); the table of names is in ``utils/seq2seq/__init__.py``.
+    ``load_weights`` of either twin takes the result back.
+    Shapes: e.g. "encoder.fwd.W_x" (E, 3G), "decoder.W_out" (Gd+De+E, V).
+    """
+    _ensure_built(layer)
+    return {name: _export_one(*entry) for name, entry in _weight_table(layer).items()}
+
+
+def load_weights(layer: keras.layers.Layer, weights: Mapping[str, Any]) -> None:
+    """Overwrite a seq2seq layer's weights, in place, from the names and layout of ``export_weights``.
+
+    ``weights`` maps every name of the layer's layout (no more, no fewer) to a NumPy
+    array or a tensor of either framework, e.g. ``export_weights`` of the other twin,
+    or ``named_weights`` of a layer written from scratch with the same attribute names.
+    Shapes: as ``export_weights(layer)``.
+    """
+    _ensure_built(layer)
+    table = _weight_table(layer)
+    arrays = _s2s_checks.checked_weights({n: _export_one(*entry).shape for n, entry in table.items()}, weights)
+    for name, (variable, row, keras_gates) in table.items():
+        a = _s2s_checks.gates_as_keras(arrays[name]) if keras_gates else arrays[name]
+        if row is not None:  # one row of the (2, 3G) bias: keep the other
+            whole = np.array(ops.convert_to_numpy(variable))
+            whole[row] = a
+            a = whole
+        variable.assign(a)
+
+
+def named_weights(layer: keras.layers.Layer) -> dict[str, np.ndarray]:
+    """Every weight of any layer under its attribute path ("cell.W_x"), as NumPy arrays.
+
+    For a layer written from scratch whose attributes carry the names of
+    ``export_weights`` (e.g. ``embedding``, ``fwd.W_x``), ``load_weights(package_layer,
+    named_weights(layer))`` gives the package's layer the same weights. The walk
+    follows public attributes that hold a variable or a layer, in the order they were set.
+    Shapes: as the weights.
+    """
+    found: dict[str, np.ndarray] = {}
+
+    def walk(obj: keras.layers.Layer, prefix: str) -> None:
+        for name, value in vars(obj).items():
+            if name.startswith("_"):
+                continue
+            if isinstance(value, keras.Variable):
+                found[prefix + name] = np.array(ops.convert_to_numpy(value))
+            elif isinstance(value, keras.layers.Layer):
+                walk(value, f"{prefix}{name}.")
+
+    walk(layer, "")
+    return found

@@ -8,7 +8,7 @@ width, V vocabulary. Masks: boolean keep-masks (B, Ts), True = real token. See
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
@@ -29,6 +29,9 @@ __all__ = [
     "sequence_loss",
     "train_seq2seq",
     "greedy_decode",
+    "export_weights",
+    "load_weights",
+    "named_weights",
 ]
 
 SCORES = ("additive", "dot", "general", "none")  # the values of ``attention`` (a constant, not in __all__)
@@ -343,3 +346,83 @@ def greedy_decode(
         if weights:
             all_weights.append(torch.stack(weights, dim=1).cpu().numpy())  # (b, max_len, Ts)
     return np.concatenate(all_tokens), (np.concatenate(all_weights) if all_weights else None)
+
+
+# ----------------------------------------------------------------------------
+# Weights under one layout, the same in both twins (see utils/seq2seq/__init__.py)
+# ----------------------------------------------------------------------------
+
+_GRU = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+
+
+def _gru_table(prefix: str, w_ih: nn.Parameter, w_hh: nn.Parameter, b_ih: nn.Parameter,
+               b_hh: nn.Parameter) -> dict[str, tuple[nn.Parameter, bool]]:
+    # torch keeps the gates (r, z, n) as rows of W^T: the layout's order, transposed
+    return {f"{prefix}W_x": (w_ih, True), f"{prefix}W_h": (w_hh, True),
+            f"{prefix}b_x": (b_ih, False), f"{prefix}b_h": (b_hh, False)}
+
+
+def _weight_table(layer: nn.Module) -> dict[str, tuple[nn.Parameter, bool]]:
+    """Each name of the layout -> (the torch parameter that holds it, stored transposed)."""
+    if isinstance(layer, Seq2Seq):
+        return {**{f"encoder.{k}": v for k, v in _weight_table(layer.encoder).items()},
+                **{f"decoder.{k}": v for k, v in _weight_table(layer.decoder).items()}}
+    if isinstance(layer, Encoder):
+        table = {"embedding": (layer.embedding.weight, False)}
+        for direction, suffix in (("fwd", "l0"), ("bwd", "l0_reverse")):
+            table.update(_gru_table(f"{direction}.", *(getattr(layer.rnn, f"{n}_{suffix}") for n in _GRU)))
+        return table
+    if isinstance(layer, DecoderAttention):
+        if layer.kind == "additive":
+            return {n: (getattr(layer.additive, n), False) for n in ("W_q", "W_k", "w_v")}
+        return {"W": (layer.W, False)} if layer.kind == "general" else {}
+    if isinstance(layer, Decoder):
+        table = {"embedding": (layer.embedding.weight, False), "W_init": (layer.init.weight, True),
+                 "b_init": (layer.init.bias, False)}
+        if layer.attention is not None:
+            table.update({f"attention.{k}": v for k, v in _weight_table(layer.attention).items()})
+        table.update(_gru_table("cell.", *(getattr(layer.cell, n) for n in _GRU)))
+        table.update({"W_out": (layer.out.weight, True), "b_out": (layer.out.bias, False)})
+        return table
+    raise ValueError(f"layer: expected an Encoder, DecoderAttention, Decoder or Seq2Seq, got {type(layer).__name__}")
+
+
+def export_weights(layer: nn.Module) -> dict[str, np.ndarray]:
+    """The weights of a seq2seq layer as NumPy arrays, named and laid out as in both twins.
+
+    ``layer``: an ``Encoder``, ``DecoderAttention``, ``Decoder`` or ``Seq2Seq``.
+    Matrices act on the right (``x @ W``); a GRU's three gate blocks are side by side
+    in the order (r, z, n); the table of names is in ``utils/seq2seq/__init__.py``.
+    ``load_weights`` of either twin takes the result back.
+    Shapes: e.g. "encoder.fwd.W_x" (E, 3G), "decoder.W_out" (Gd+De+E, V).
+    """
+    return {name: (p.detach().cpu().numpy().T if transposed else p.detach().cpu().numpy()).copy()
+            for name, (p, transposed) in _weight_table(layer).items()}
+
+
+def load_weights(layer: nn.Module, weights: Mapping[str, Any]) -> None:
+    """Overwrite a seq2seq layer's weights, in place, from the names and layout of ``export_weights``.
+
+    ``weights`` maps every name of the layer's layout (no more, no fewer) to a NumPy
+    array or a tensor of either framework, e.g. ``export_weights`` of the other twin,
+    or ``named_weights`` of a layer written from scratch with the same attribute names.
+    Shapes: as ``export_weights(layer)``.
+    """
+    table = _weight_table(layer)
+    arrays = _s2s_checks.checked_weights(
+        {n: tuple(p.shape[::-1] if t else p.shape) for n, (p, t) in table.items()}, weights)
+    with torch.no_grad():
+        for name, (p, transposed) in table.items():
+            a = arrays[name].T if transposed else arrays[name]
+            p.copy_(torch.as_tensor(np.ascontiguousarray(a), dtype=p.dtype, device=p.device))
+
+
+def named_weights(layer: nn.Module) -> dict[str, np.ndarray]:
+    """Every weight of any module under its attribute path ("cell.W_x"), as NumPy arrays.
+
+    For a layer written from scratch whose attributes carry the names of
+    ``export_weights`` (e.g. ``embedding``, ``fwd.W_x``), ``load_weights(package_layer,
+    named_weights(layer))`` gives the package's layer the same weights.
+    Shapes: as the weights.
+    """
+    return {name: p.detach().cpu().numpy().copy() for name, p in layer.named_parameters()}

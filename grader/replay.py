@@ -1,21 +1,23 @@
 """Decide every graded test outside the student's kernel.
 
-The sandboxed kernel that ran a submission reported, as plain data, each value
-its test cells obtained from student code (``utils.grading.run_student`` and
-``observe``). Here, in a process where no student code ever runs, each test cell
-of the *instructor's* source notebook (hidden tests included) is executed again:
-the set-up cells run for real, the names the student defined are inert stand-ins,
-and ``run_student`` / ``observe`` hand back the recorded values. Expected values
-are therefore computed from the course's own code on the test's own inputs, and
-a kernel that patched its checks, its NumPy or its test cells gains nothing.
+The sandboxed kernel ran only the run part of each test (grader/plan.py) and
+reported, as plain data, each value its code obtained from student code
+(``utils.grading.run_student`` and ``observe``); the runner checked and kept
+those reports (grader/runner.py). Here, in a process where no student code ever
+runs, each test cell of the *instructor's* source notebook (hidden tests
+included) is executed whole: the set-up cells run for real, the names the
+student defined are inert stand-ins, the run part rebuilds the test's inputs
+from the same seeds, and ``run_student`` / ``observe`` hand back the reported
+values. Expected values are computed here only, from the course's own code on
+the test's own inputs; the student's kernel never saw them.
 
 Usage (one JSON job per line on stdin, one JSON result per line on stdout)::
 
-    python -m tools.replay --serve
+    python -m grader.replay --serve
 
 A job is ``{"source": <source notebook>, "student": {<grade_id>: <cell source>},
-"extra": [<sources of cells the student added>], "records": <record file>}``;
-the result maps each test cell's grade_id to ``{"passed": bool, "message": str}``.
+"extra": [<sources of cells the student added>], "result": <the runner's result file>}``;
+the answer maps each test cell's grade_id to ``{"passed": bool, "message": str}``.
 The student's sources are only parsed (``ast``), never executed.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ import ast
 import json
 import os
 import re
+import stat
 import sys
 import traceback
 from pathlib import Path
@@ -31,7 +34,7 @@ from typing import Any
 
 import nbformat
 
-MAX_RECORD_BYTES = 64 * 1024 * 1024
+MAX_RESULT_BYTES = 24 * 1024 * 1024
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.]")
 
 
@@ -124,24 +127,30 @@ def _decode(value: Any, frameworks: dict) -> Any:
 class Replay:
     """What ``utils.grading`` consults while a test cell is replayed."""
 
-    def __init__(self, entries: list[dict], student_sources: list[str], secrets: set[str], frameworks: dict) -> None:
+    def __init__(self, entries: list[dict], student_sources: list[str], secrets: set[str], frameworks: dict,
+                 problem: str | None = None) -> None:
         self.entries = entries
         self.sources = student_sources
         self.secrets = secrets
         self.frameworks = frameworks
+        self.problem = problem
 
     def next_value(self, kind: str, label: str) -> Any:
         from utils.grading import GradingError
 
         label = clean_text(label, self.secrets, 80)
+        if self.problem:
+            raise GradingError(f"{label}: {self.problem}.")
         if not self.entries:
             raise GradingError(
                 f"{label}: your notebook produced no result for this check (it stopped before it, "
-                "ran out of time, or the test cell did not run).")
+                "ran out of time, or the test did not run).")
         entry = self.entries.pop(0)
         if entry.get("kind") == "raise":
             text = clean_text(entry.get("value", {}).get("v", "") if isinstance(entry.get("value"), dict) else "",
                               self.secrets, 600)
+            if text.startswith("NotImplementedError") and "not available while your notebook is graded" in text:
+                raise GradingError(f"{label}: {text.split(': ', 1)[-1]}")
             if text.startswith("NotImplementedError"):
                 raise GradingError(f"{label}: not implemented yet (it raised NotImplementedError).")
             raise GradingError(f"{label}: calling it raised {text}")
@@ -212,31 +221,33 @@ def defined_names(sources: list[str]) -> set[str]:
     return names
 
 
-def read_records(path: Path) -> dict[str, list[dict]]:
-    by_cell: dict[str, list[dict]] = {}
-    if not path.exists():
-        return by_cell
-    with path.open("rb") as fh:
-        data = fh.read(MAX_RECORD_BYTES + 1)
-    if len(data) > MAX_RECORD_BYTES:
-        return by_cell
-    for line in data.decode("utf-8", "replace").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and isinstance(entry.get("cell"), str):
-            by_cell.setdefault(entry["cell"], []).append(entry)
-    return by_cell
+def read_result(path: Path) -> dict:
+    """The runner's result file: opened without following links, a regular file of bounded size."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return {}
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return {}
+        data = fh.read(MAX_RESULT_BYTES + 1)
+    if len(data) > MAX_RESULT_BYTES:
+        return {}
+    try:
+        result = json.loads(data.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return {}
+    return result if isinstance(result, dict) else {}
 
 
-def replay(source_path: str, student: dict[str, str], extra: list[str], records_path: str) -> dict[str, dict]:
-    """Replay every test cell of the source notebook against the recorded values."""
+def replay(source_path: str, student: dict[str, str], extra: list[str], result_path: str) -> dict[str, dict]:
+    """Replay every test cell of the source notebook against the reported values."""
     import utils.grading as grading
 
     source_nb = nbformat.read(source_path, as_version=4)
     secrets = secret_lines(source_nb)
-    records = read_records(Path(records_path))
+    tests = read_result(Path(result_path)).get("tests", {})
+    tests = tests if isinstance(tests, dict) else {}
     student_sources = [student[k] for k in student] + list(extra)
     frameworks: dict[str, Any] = {}
     text = "\n".join(c.source for c in source_nb.cells if c.cell_type == "code")
@@ -270,11 +281,17 @@ def replay(source_path: str, student: dict[str, str], extra: list[str], records_
         if setup_error:
             results[gid] = {"passed": False, "message": f"the grader's set-up failed ({setup_error}); tell your instructor"}
             continue
-        replay_state = Replay(list(records.get(gid, [])), student_sources, secrets, frameworks)
+        reported = tests.get(gid) if isinstance(tests.get(gid), dict) else {}
+        entries = reported.get("entries") if isinstance(reported.get("entries"), list) else []
+        problem = reported.get("problem") if isinstance(reported.get("problem"), str) else None
+        replay_state = Replay(list(entries), student_sources, secrets, frameworks, problem)
         grading._state["replay"] = replay_state
         try:
             exec(compile(cell.source, f"<test {gid}>", "exec"), namespace)  # instructor's code
             results[gid] = {"passed": True, "message": ""}
+        except grading.SetupError as exc:  # the test's own inputs are wrong: the instructor's to fix
+            results[gid] = {"passed": False, "message": clean_text(
+                f"this test is broken ({exc}); tell your instructor", secrets, 600)}
         except grading.GradingError as exc:  # the course's own message (student text in it was cleaned)
             results[gid] = {"passed": False, "message": clean_text(str(exc), set(), 1200)}
         except Exception as exc:  # noqa: BLE001 - e.g. a result of the wrong structure
@@ -294,7 +311,7 @@ def serve() -> int:
             continue
         try:
             job = json.loads(line)
-            answer = {"ok": True, "results": replay(job["source"], job["student"], job.get("extra", []), job["records"])}
+            answer = {"ok": True, "results": replay(job["source"], job["student"], job.get("extra", []), job["result"])}
         except Exception:  # noqa: BLE001 - report and go on with the next job
             answer = {"ok": False, "error": traceback.format_exc(limit=5)[-2000:]}
         out.write(json.dumps(answer) + "\n")

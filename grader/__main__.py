@@ -1,0 +1,5 @@
+import sys
+
+from grader.grade import main
+
+sys.exit(main())

@@ -1,0 +1,427 @@
+"""A class on JupyterHub (deploy/): real system users, nbgrader's exchange, a real browser.
+
+One hub (deploy/jupyterhub_config.py, the pure-Python configurable-http-proxy) serves three system
+users created for the test: two students and an instructor, each in their own JupyterLab started
+as their own user. The exchange is set up by deploy/setup_exchange.sh. In Chromium:
+
+* student A logs in, fetches assignment 1 from the Assignments tab, (fills it: written to the
+  notebook on disk, as A's own file) and submits it there; student B fetches and submits it blank;
+* the instructor collects (``nbgrader collect``), grades (``python -m grader``, as root in the course
+  folder, as an admin would: the grader's sandbox is bubblewrap, which needs root or user
+  namespaces, and root can always use it) and releases feedback (``nbgrader release_feedback``);
+  the instructor's JupyterLab has the formgrader and it lists the assignment; the students' have
+  neither its menu command nor its server pages;
+* student A fetches the feedback in the Assignments tab and opens the page: it shows A's score.
+
+Then, as student A, every way to B's submission is refused: listing the exchange's inbound and
+feedback folders, reading, changing or removing B's submission at its exact name, B's home; and
+through the hub, B's server's pages and files with A's login.
+
+Users are created with ``useradd`` (names with a random part) and removed with their homes at the
+end, also when a step fails. Skips where users cannot be created (not root) or JupyterHub is not
+installed (``pip install -e .[hub]``); under ``CI=true`` those fail instead. Screenshots of the key
+pages go to build/hub-screenshots/.
+"""
+from __future__ import annotations
+
+import json
+import re
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from shlex import quote
+
+import nbformat
+import pytest
+
+from tests import grading_support as gs
+from tests.test_browser import _free_port, _require_browser, _wait, chrome_driver
+from tools.notebook_runner import ROOT
+
+pytestmark = pytest.mark.xdist_group("hub")
+
+AID = "01_soft_attention_pytorch"
+COURSE_ID = "attention-course"
+SHOTS = ROOT / "build" / "hub-screenshots"
+VENV = Path(sys.prefix)
+PASSWORD = secrets.token_hex(12)
+
+
+def q(path) -> str:
+    """A path (or text) quoted for the shell: nbgrader's submission names hold spaces."""
+    return quote(str(path))
+
+
+def _skip_or_fail(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message + " (CI=true: the JupyterHub test must run)")
+    pytest.skip(message)
+
+
+def _run(argv: list[str], check: bool = True, **kw) -> subprocess.CompletedProcess:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=kw.pop("timeout", 600), **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{' '.join(map(str, argv))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def _opening(paths: list[Path]) -> str:
+    """Shell lines that, inside a private mount namespace, let every user reach ``paths``.
+
+    A folder on the way that other users cannot enter (this machine's Python lives under /root) is
+    covered by an empty tmpfs that they can enter, and only the one entry leading to the path is
+    bound back into it. Nothing changes outside the namespace, which only the hub and the commands
+    the test runs as a user live in. Empty where every path is reachable already (a CI machine's
+    system Python)."""
+    children: dict[Path, set[Path]] = {}
+    for path in paths:
+        parts = path.resolve().parts
+        for i in range(2, len(parts)):
+            top = Path(*parts[:i])
+            if not os.stat(top).st_mode & 0o001:
+                children.setdefault(top, set()).add(top / parts[i])
+                break
+    lines = []
+    for top, kids in children.items():
+        kids = sorted(kids)
+        lines += [f'd{n}=$(mktemp -d); mount --bind "{kid}" "$d{n}"' for n, kid in enumerate(kids)]
+        lines.append(f'mount -t tmpfs -o mode=755 tmpfs "{top}"')
+        lines += [f'mkdir -p "{kid}"; mount --move "$d{n}" "{kid}"; rmdir "$d{n}"' for n, kid in enumerate(kids)]
+    return "; ".join(lines)
+
+
+class Class:
+    """The class on one hub: users, folders, the hub process, and commands as a user."""
+
+    def __init__(self) -> None:
+        tag = secrets.token_hex(3)
+        self.a, self.b, self.teacher = f"zzc{tag}ann", f"zzc{tag}bob", f"zzc{tag}tea"
+        self.graders = f"zzc{tag}grd"
+        self.base = Path(tempfile.mkdtemp(prefix="course-hub-"))
+        os.chmod(self.base, 0o755)
+        self.course, self.exchange, self.homes = self.base / "course", self.base / "exchange", self.base / "home"
+        self.inbound = self.exchange / COURSE_ID / "inbound"
+        self.users: list[str] = []
+        self.hub: subprocess.Popen | None = None
+        self.log = self.base / "hub.log"
+        self.opening = _opening([Path(sys.executable).resolve(), VENV, ROOT / "deploy"])
+
+    # -- commands -------------------------------------------------------------------------
+    def ns(self, argv: list[str]) -> list[str]:
+        """``argv`` inside the namespace where the course's environment is reachable (see _opening)."""
+        if not self.opening:
+            return argv
+        return ["unshare", "-m", "--propagation", "private", "bash", "-c", self.opening + '; exec "$@"', "_", *argv]
+
+    def env_of(self, user: str) -> list[str]:
+        home = self.homes / user
+        return ["env", "-i", f"HOME={home}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
+                f"PATH={VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin"]
+
+    def as_user(self, user: str, argv: list[str], cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        return _run(self.ns(["runuser", "-u", user, "--", *self.env_of(user), *argv]), check=check, cwd=cwd or self.homes / user)
+
+    def shell_as(self, user: str, script: str) -> subprocess.CompletedProcess:
+        """A shell command as ``user`` (no Python needed), never checked: the caller asserts."""
+        return _run(["runuser", "-u", user, "--", *self.env_of(user), "sh", "-c", script], check=False, cwd="/")
+
+    # -- set-up and tear-down -------------------------------------------------------------
+    def create(self) -> None:
+        self.homes.mkdir(mode=0o755)
+        for user in (self.a, self.b, self.teacher):
+            _run(["useradd", "--create-home", "--base-dir", str(self.homes), "--shell", "/bin/sh", user])
+            self.users.append(user)
+            os.chmod(self.homes / user, 0o700)  # Debian's useradd makes homes 0755: every student could read every home
+        # The course folder is the instructor's: the repository's tracked files, without git or the venv.
+        files = _run(["git", "ls-files", "-z"], cwd=ROOT).stdout.split("\0")
+        for name in filter(None, files):
+            src = ROOT / name
+            if src.is_file():
+                dst = self.course / name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+        _run(["chown", "-R", f"{self.teacher}:", str(self.course)])
+        _run([str(ROOT / "deploy" / "setup_exchange.sh"), str(self.exchange), COURSE_ID, self.teacher, self.graders])
+        probe = self.as_user(self.a, [sys.executable, "-c", "import nbgrader, jupyterhub"], check=False)
+        if probe.returncode != 0:
+            pytest.fail(f"the course's environment {VENV} cannot be used by another user:\n{probe.stderr[-2000:]}")
+
+    def start(self, port: int) -> str:
+        extra = self.base / "extra-config"
+        extra.mkdir()
+        (extra / "jupyter_server_config.json").write_text(json.dumps(
+            {"LabApp": {"expose_app_in_browser": True, "news_url": None}}))
+        os.chmod(extra, 0o755)
+        os.chmod(extra / "jupyter_server_config.json", 0o644)
+        state = self.base / "hub-state"
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTEST", "COURSE_"))}
+        env.update(
+            COURSE_STUDENTS=f"{self.a},{self.b}", COURSE_INSTRUCTORS=self.teacher, HUB_TRIAL_PASSWORD=PASSWORD,
+            COURSE_DIR=str(self.course), COURSE_ENV=str(VENV), COURSE_EXCHANGE=str(self.exchange),
+            HUB_STATE=str(state), HUB_PORT=str(port), HUB_API_PORT=str(_free_port()),
+            HUB_PROXY_API_PORT=str(_free_port()), COURSE_EXTRA_CONFIG=str(extra), COURSE_PROFILE="smoke",
+            PATH=f"{VENV / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+        )
+        argv = self.ns([str(VENV / "bin" / "jupyterhub"), "-f", str(ROOT / "deploy" / "jupyterhub_config.py")])
+        with open(self.log, "w") as log:
+            self.hub = subprocess.Popen(argv, cwd=self.base, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/hub/api", timeout=5) as r:
+                    if r.status == 200:
+                        return url
+            except OSError:
+                pass
+            if self.hub.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"JupyterHub did not start; its log:\n{self.log.read_text()[-4000:]}")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        if self.hub is not None:
+            try:
+                os.killpg(self.hub.pid, signal.SIGTERM)
+                self.hub.wait(timeout=30)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.hub.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        # The hub stops the users' servers as it exits; whatever still runs as a user this test
+        # created (a kernel left behind) is ended by its process id.
+        for user in self.users:
+            pids = subprocess.run(["ps", "-o", "pid=", "-u", user], capture_output=True, text=True).stdout.split()
+            for pid in map(int, pids):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        time.sleep(0.5)
+        for user in self.users:
+            subprocess.run(["userdel", "--force", "--remove", user], capture_output=True)
+        subprocess.run(["groupdel", self.graders], capture_output=True)
+        shutil.rmtree(self.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def klass():
+    if sys.platform != "linux" or os.geteuid() != 0:
+        _skip_or_fail("the JupyterHub test creates system users (useradd) and runs the hub as root: run it as root")
+    if not (VENV / "bin" / "jupyterhub").exists() or not (VENV / "bin" / "configurable-http-proxy").exists():
+        _skip_or_fail("JupyterHub is not installed in the course's environment: `pip install -e .[hub]`")
+    for tool in ("useradd", "userdel", "runuser", "unshare"):
+        if not shutil.which(tool):
+            _skip_or_fail(f"`{tool}` is missing")
+    _require_browser()
+    k = Class()
+    try:
+        k.create()
+        k.url = k.start(_free_port())
+        # The instructor releases assignment 1 to the shared exchange.
+        k.as_user(k.teacher, [sys.executable, "-m", "nbgrader", "release_assignment", AID, f"--Exchange.root={k.exchange}"],
+                  cwd=k.course)
+        yield k
+    finally:
+        k.close()
+
+
+@pytest.fixture(scope="module")
+def browser(klass):
+    driver = chrome_driver()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# -- browser steps -------------------------------------------------------------------------
+def _shot(driver, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SHOTS / f"{name}.png"))
+
+
+def _log_in(driver, k: Class, user: str) -> None:
+    driver.execute_cdp_cmd("Network.clearBrowserCookies", {})  # every path: the hub's and each server's
+    driver.get(f"{k.url}/hub/login")
+    _wait("the hub's login page", lambda: driver.find_elements("id", "username_input"), 60)
+    driver.find_element("id", "username_input").send_keys(user)
+    driver.find_element("id", "password_input").send_keys(PASSWORD)
+    driver.find_element("id", "login_submit").click()
+    # The hub starts the user's server and sends the browser on to JupyterLab.
+    _wait(f"{user}'s JupyterLab to load", lambda: driver.execute_script(
+        "return !!(window.jupyterapp && window.jupyterapp.shell && document.querySelector('.lm-MenuBar-itemLabel'))"), 180)
+    assert f"/user/{user}/lab" in driver.current_url, driver.current_url
+
+
+def _nbgrader_commands(driver) -> list[str]:
+    return driver.execute_script("return window.jupyterapp.commands.listCommands().filter(c => c.startsWith('nbgrader:'))")
+
+
+def _button(driver, text: str, timeout: float = 60):
+    return _wait(f"the {text!r} button in the Assignments tab", lambda: [
+        b for b in driver.find_elements("xpath", f"//button[normalize-space()='{text}']") if b.is_displayed()] or None, timeout)[0]
+
+
+def _open_assignments(driver) -> None:
+    driver.execute_script("window.jupyterapp.commands.execute('nbgrader:open-assignment-list'); return null;")
+    _wait("the Assignments tab to list assignment 1", lambda: AID in driver.find_element("tag name", "body").text, 60)
+
+
+def _fetch_and_submit(driver, k: Class, user: str, fills: dict[str, str]) -> None:
+    _log_in(driver, k, user)
+    commands = _nbgrader_commands(driver)
+    assert "nbgrader:open-assignment-list" in commands, commands
+    assert "nbgrader:open-formgrader" not in commands and "nbgrader:open-create-assignment" not in commands, \
+        f"a student's JupyterLab offers the instructor's tools: {commands}"
+    _open_assignments(driver)
+    _shot(driver, f"1-{'a' if user == k.a else 'b'}-assignments-released")
+    _button(driver, "Fetch").click()
+    path = k.homes / user / AID / f"{AID}.ipynb"
+    _wait(f"{user}'s fetched notebook {path}", path.exists, 60)
+    assert path.stat().st_uid == _uid(user), "the fetched notebook is not the student's own file"
+    if fills:
+        # Filling in the answers is typing in the notebook; the test writes them into the file the
+        # student fetched (as the student: the file stays theirs).
+        nb = gs.fill_release(nbformat.read(path, as_version=4), fills)
+        filled = k.base / f"{user}-filled.ipynb"
+        nbformat.write(nb, filled)
+        os.chmod(filled, 0o644)
+        assert k.shell_as(user, f"cp {q(filled)} {q(path)}").returncode == 0
+        assert nbformat.read(path, as_version=4) == nb
+    submit = _button(driver, "Submit")
+    before = set(os.listdir(k.inbound))
+    submit.click()
+    new = _wait(f"{user}'s submission in the exchange",
+                lambda: [n for n in set(os.listdir(k.inbound)) - before if n.startswith(f"{user}+{AID}+")], 60)
+    stamp = new[0].split("+")[2][:19]  # the submission's time, as the Assignments tab shows it
+    _wait(f"the Assignments tab to list the submission of {stamp}", lambda: stamp in driver.find_element("tag name", "body").text
+          or driver.find_elements("css selector", ".jp-Dialog"), 60)
+    dialogs = driver.find_elements("css selector", ".jp-Dialog")
+    assert not dialogs, f"{user}'s submission failed: {dialogs[0].text[:2000]}"
+    _shot(driver, f"2-{'a' if user == k.a else 'b'}-submitted")
+
+
+def _uid(user: str) -> int:
+    import pwd
+
+    return pwd.getpwnam(user).pw_uid
+
+
+def _status(driver, url: str) -> int:
+    """The HTTP status the logged-in browser finally gets for ``url`` (same origin, redirects
+    followed), sent with the page's XSRF token as JupyterLab sends its own requests."""
+    return driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const m = document.cookie.match(/(?:^|; )_xsrf=([^;]*)/);"
+        "fetch(arguments[0], {credentials: 'include', headers: m ? {'X-XSRFToken': decodeURIComponent(m[1])} : {}})"
+        ".then(r => done(r.status)).catch(e => done(-1));", url)
+
+
+def test_a_class_on_jupyterhub(klass: Class, browser) -> None:
+    try:
+        _story(klass, browser)
+    except BaseException:
+        _shot(browser, "failed")
+        raise
+
+
+def _story(k: Class, driver) -> None:
+    source = nbformat.read(k.course / "solutions" / AID / f"{AID}.ipynb", as_version=4)
+
+    # 1. Students fetch and submit in their own JupyterLab: A a full solution, B a blank.
+    _fetch_and_submit(driver, k, k.a, gs.student_fill(source))
+    _fetch_and_submit(driver, k, k.b, {})
+    subs = {u: [n for n in os.listdir(k.inbound) if n.startswith(f"{u}+{AID}+")] for u in (k.a, k.b)}
+    assert all(len(v) == 1 for v in subs.values()), subs
+    b_sub = k.inbound / subs[k.b][0]
+
+    # 2. The instructor: the formgrader in their JupyterLab; students have no formgrader pages.
+    assert _status(driver, f"{k.url}/user/{k.b}/formgrader") == 404, "a student's server serves the formgrader"
+    _log_in(driver, k, k.teacher)
+    assert "nbgrader:open-formgrader" in _nbgrader_commands(driver)
+    driver.get(f"{k.url}/user/{k.teacher}/formgrader")
+    _wait("the formgrader to list assignment 1", lambda: AID in driver.find_element("tag name", "body").text
+          and "Manage Assignments" in driver.find_element("tag name", "body").text, 120)
+    _shot(driver, "3-instructor-formgrader")
+
+    # Collect, grade, release feedback.
+    k.as_user(k.teacher, [sys.executable, "-m", "nbgrader", "collect", AID, f"--Exchange.root={k.exchange}"], cwd=k.course)
+    for u in (k.a, k.b):
+        assert (k.course / "submitted" / u / AID / f"{AID}.ipynb").exists(), f"{u}'s submission was not collected"
+    _run([sys.executable, "-m", "grader", AID, "--course", str(k.course), "--jobs", "2"], cwd=k.course,
+         env={**os.environ, "COURSE_PROFILE": "smoke"})
+    _run(["chown", "-R", f"{k.teacher}:", str(k.course)])
+    scores = gs.scores(k.course, AID)
+    # A: every automatic point (the written answers wait for the instructor's hand grading); B: none.
+    assert scores[k.a][0] == scores[k.a][1] - gs.hand_graded_points(source) > 0, scores
+    assert scores[k.b][0] == 0, scores
+    k.as_user(k.teacher, [sys.executable, "-m", "nbgrader", "release_feedback", AID, f"--Exchange.root={k.exchange}"], cwd=k.course)
+    released = list((k.exchange / COURSE_ID / "feedback").glob("*.html"))
+    assert len(released) == 2, released
+
+    # 3. Student A fetches the feedback in the Assignments tab and opens the page.
+    _log_in(driver, k, k.a)
+    _open_assignments(driver)
+    _button(driver, "Fetch Feedback").click()
+    _wait("the feedback to be fetched", lambda: "(view feedback)" in driver.find_element("tag name", "body").text, 60)
+    _shot(driver, "4-a-feedback-fetched")
+    pages = list((k.homes / k.a / AID / "feedback").glob(f"*/{AID}.html"))
+    assert len(pages) == 1, pages
+    driver.find_element("xpath", "//a[contains(., 'view feedback')]").click()
+    rel = pages[0].relative_to(k.homes / k.a)
+    driver.get(f"{k.url}/user/{k.a}/files/{rel.as_posix()}")
+    expected = f"Score: {scores[k.a][0]:.1f} / {scores[k.a][1]:.1f}"
+    _wait(f"A's feedback page to show {expected!r}", lambda: expected in driver.find_element("tag name", "body").text, 30)
+    _shot(driver, "5-a-feedback-page")
+
+    # 4. Student A against B's submission, through the exchange's folders ...
+    inbound, feedback = k.inbound, k.exchange / COURSE_ID / "feedback"
+    attempts = {
+        "list the inbound folder": f"ls {q(inbound)}",
+        "list the feedback folder": f"ls {q(feedback)}",
+        "list B's submission": f"ls {q(b_sub)}",
+        "read B's notebook": f"cat {q(b_sub / f'{AID}.ipynb')}",
+        "read B's submission secret": f"cat {q(b_sub / 'submission_secret.txt')}",
+        "write into B's submission": f"echo x > {q(b_sub / 'extra.txt')}",
+        "remove B's submission": f"rm -rf {q(b_sub)}",
+        "rename B's submission": f"mv {q(b_sub)} {q(inbound / f'{k.a}+stolen')}",
+        "list B's home": f"ls {q(k.homes / k.b)}",
+        "read B's fetched copy": f"cat {q(k.homes / k.b / AID / f'{AID}.ipynb')}",
+    }
+    for what, script in attempts.items():
+        proc = k.shell_as(k.a, script)
+        # EACCES from the modes ("Permission denied"), EPERM from the sticky bit ("Operation not permitted")
+        assert proc.returncode != 0 and re.search("Permission denied|Operation not permitted", proc.stderr), \
+            f"student A could {what} ({script}): rc={proc.returncode} {proc.stdout[:300]} {proc.stderr[:300]}"
+    assert (b_sub / f"{AID}.ipynb").exists() and not (b_sub / "extra.txt").exists()
+    # ... while A's own submission and the released assignment stay A's to read.
+    assert k.shell_as(k.a, f"cat {q(inbound / subs[k.a][0] / f'{AID}.ipynb')} > /dev/null").returncode == 0
+    assert k.shell_as(k.a, f"ls {q(k.exchange / COURSE_ID / 'outbound' / AID)}").returncode == 0
+
+    # ... and through the hub, logged in as A: B's server refuses every page; A's own answers.
+    # From A's JupyterLab (the feedback page is served sandboxed: its scripts have no origin to
+    # fetch from), with A's XSRF token as JupyterLab sends it: a refusal is not for a missing token.
+    driver.get(f"{k.url}/user/{k.a}/lab")
+    _wait("A's JupyterLab", lambda: driver.execute_script("return !!(window.jupyterapp && window.jupyterapp.shell)"), 120)
+    own = _status(driver, f"{k.url}/user/{k.a}/api/contents/{AID}")
+    assert own == 200, f"A's own contents API answered {own}"
+    for path in (f"/user/{k.b}/api/contents/{AID}", f"/user/{k.b}/files/{AID}/{AID}.ipynb",
+                 f"/user/{k.b}/api/contents/{AID}/{AID}.ipynb", f"/user/{k.b}/lab",
+                 f"/user/{k.a}/api/contents/..%2F{k.b}%2F{AID}", f"/hub/api/users/{k.b}"):
+        status = _status(driver, k.url + path)
+        assert status in (403, 404), f"as student A, {path} answered {status}"
+    # B's JupyterLab, as a student would try it: the hub itself says no.
+    driver.get(f"{k.url}/user/{k.b}/lab")
+    body = _wait("the hub's answer to A opening B's JupyterLab", lambda: driver.find_element("tag name", "body").text, 30)
+    assert "403" in body and "You do not have permission to access Server" in body, f"A opened B's JupyterLab: {body[:500]}"
+    assert not driver.execute_script("return !!window.jupyterapp"), "A's browser got B's JupyterLab"
+    _shot(driver, "6-a-refused-b-lab")
