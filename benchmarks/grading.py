@@ -46,19 +46,6 @@ HOSTILE = {
 MUTANT_OF: dict[str, tuple[str, str]] = {}  # student -> (the mutated cell, its mistake message)
 
 
-def exercise_of_cell(source, grade_id: str) -> str:
-    """The exercise (the last '## ' heading above it) of the answer cell ``grade_id``, as the report names it."""
-    title = "Before the first exercise"
-    for cell in source.cells:
-        if cell.cell_type == "markdown":
-            for line in cell.source.splitlines():
-                if line.startswith("## "):
-                    title = line[3:].strip()
-        elif cell.metadata.get("nbgrader", {}).get("grade_id") == grade_id:
-            return title
-    raise KeyError(f"no cell {grade_id!r} in the source notebook")
-
-
 def report_check(course: Path, assignment: str, kinds: dict[str, str]) -> dict:
     """Does the class report count each mutant's mistake, in the mutant's own exercise, as often as it was submitted?
 
@@ -69,21 +56,21 @@ def report_check(course: Path, assignment: str, kinds: dict[str, str]) -> dict:
     find-and-fix exercise's bug in place), but never more than the students who submitted a mutant
     with that message plus those who wrote nothing of their own (blank, broken, hostile).
     Keys are "exercise :: mistake as the report names it"."""
-    from grader.report import exercises_of, mistake_of
+    from grader.report import exercise_of_cells, mistake_of
 
     report = json.loads((course / "grades" / f"{assignment}-report.json").read_text(encoding="utf-8"))
     graded = json.loads((course / "grades" / f"{assignment}.json").read_text(encoding="utf-8"))["students"]
     source = nbformat.read(course / "solutions" / assignment / f"{assignment}.ipynb", as_version=4)
-    exercise_of_test = {gid: info["exercise"] for gid, info in exercises_of(source).items()}
+    exercise_of = exercise_of_cells(source)  # tests and answer cells
     shown = {e["exercise"]: {m["mistake"]: m["students"] for m in e["mistakes"]} for e in report["exercises"]}
     expected: dict[str, int] = {}
     untold: list[str] = []
     for student, (cell, message) in sorted(MUTANT_OF.items()):
         if student not in kinds:
             continue
-        exercise = exercise_of_cell(source, cell)
+        exercise = exercise_of[cell]
         told = [t[2] for gid, t in graded.get(student, {}).get("tests", {}).items()
-                if exercise_of_test.get(gid) == exercise and t[0] < t[1] and message in t[2]]
+                if exercise_of.get(gid) == exercise and t[0] < t[1] and message in t[2]]
         if not told:
             untold.append(f"{student} ({message[:60]})")
             continue
@@ -143,6 +130,33 @@ def fresh_course(work: Path, assignment: str, count: int, name: str) -> tuple[Pa
     return course, build(course, assignment, count)
 
 
+def run_nbgrader(course: Path, args) -> None:
+    """nbgrader's own autograde and feedback, as an instructor without the sandbox runs them."""
+    gs.nbgrader(["autograde", args.assignment, "--force", f"--Execute.timeout={args.timeout}"], course,
+                check=False, timeout=24 * 3600)
+    gs.nbgrader(["generate_feedback", args.assignment, "--force"], course, check=False, timeout=3600)
+
+
+def timed_run(count: int, run) -> tuple[object, dict]:
+    """Run ``run()`` and return its result with the bookkeeping every row records: wall seconds, the
+    load at start and end, submissions a minute, and the CPU time of the child processes it waited for."""
+    load = os.getloadavg()[0]
+    start, cpu = time.monotonic(), os.times()
+    result = run()
+    seconds = time.monotonic() - start
+    return result, {"seconds": round(seconds, 1), "load_at_start": round(load, 1),
+                    "load_at_end": round(os.getloadavg()[0], 1), "per_minute": round(count / seconds * 60, 1),
+                    "child_cpu_s": round(os.times().children_user - cpu.children_user, 1)}
+
+
+def mean_by_kind(score_of: dict[str, float], kinds: dict[str, str]) -> dict[str, float]:
+    """The mean score of each kind of submission (correct, a mutant, blank, hostile:...)."""
+    by_kind: dict[str, list[float]] = {}
+    for student, kind in kinds.items():
+        by_kind.setdefault(kind, []).append(score_of.get(student, 0.0))
+    return {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())}
+
+
 def alternate(args) -> dict:
     """nbgrader and the sandboxed grader in alternating pairs (A B, B A, ...): on a machine whose load drifts,
     both see the same load on average, so the ratio of their totals is the sandbox's cost."""
@@ -152,16 +166,9 @@ def alternate(args) -> dict:
         for r in range(args.ab):
             for who in (("nbgrader", "grader") if r % 2 == 0 else ("grader", "nbgrader")):
                 course, _ = fresh_course(work, args.assignment, args.count, f"{who}{r}")
-                load = os.getloadavg()[0]
-                start = time.monotonic()
-                if who == "nbgrader":
-                    gs.nbgrader(["autograde", args.assignment, "--force", f"--Execute.timeout={args.timeout}"], course,
-                                check=False, timeout=24 * 3600)
-                    gs.nbgrader(["generate_feedback", args.assignment, "--force"], course, check=False, timeout=3600)
-                else:
-                    grade(args.assignment, course, timeout=args.timeout, jobs=1)
-                rows.append({"round": r, "grader": who, "seconds": round(time.monotonic() - start, 1),
-                             "load_at_start": round(load, 1)})
+                _, row = timed_run(args.count, (lambda: run_nbgrader(course, args)) if who == "nbgrader" else
+                                   (lambda: grade(args.assignment, course, timeout=args.timeout, jobs=1)))
+                rows.append({"round": r, "grader": who, "seconds": row["seconds"], "load_at_start": row["load_at_start"]})
                 print(rows[-1], flush=True)
                 shutil.rmtree(course.parent, ignore_errors=True)
     finally:
@@ -203,61 +210,36 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         if not args.skip_nbgrader:
             course, kinds = fresh_course(work, args.assignment, args.count, "nbgrader")
-            load = os.getloadavg()[0]
-            start, cpu = time.monotonic(), os.times()
-            gs.nbgrader(["autograde", args.assignment, "--force", f"--Execute.timeout={args.timeout}"], course,
-                        check=False, timeout=24 * 3600)
-            gs.nbgrader(["generate_feedback", args.assignment, "--force"], course, check=False, timeout=3600)
-            seconds = time.monotonic() - start
+            _, row = timed_run(args.count, lambda: run_nbgrader(course, args))
             scores = gs.scores(course, args.assignment)
-            runs["nbgrader_autograde"] = {"seconds": round(seconds, 1), "load_at_start": round(load, 1),
-                                          "load_at_end": round(os.getloadavg()[0], 1),
-                                          "per_minute": round(args.count / seconds * 60, 1),
-                                          "graded": len(scores), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1)}
-            print("nbgrader autograde", runs["nbgrader_autograde"], flush=True)
-            by_kind: dict[str, list[float]] = {}
-            for student, kind in kinds.items():
-                by_kind.setdefault(kind, []).append(scores.get(student, (0.0, 0.0))[0])
-            runs["nbgrader_autograde"]["mean_score_by_kind"] = {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())}
+            row["graded"] = len(scores)
+            row["mean_score_by_kind"] = mean_by_kind({s: v[0] for s, v in scores.items()}, kinds)
+            runs["nbgrader_autograde"] = row
+            print("nbgrader autograde", row, flush=True)
         for jobs in args.jobs:
             course, kinds = fresh_course(work, args.assignment, args.count, f"jobs{jobs}")
-            load = os.getloadavg()[0]
-            start, cpu = time.monotonic(), os.times()
-            results = grade(args.assignment, course, timeout=args.timeout, jobs=jobs)
-            seconds = time.monotonic() - start
-            by_kind: dict[str, list[float]] = {}
-            for r in results:
-                by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
-            runs[f"grader_jobs{jobs}"] = {
-                "seconds": round(seconds, 1), "load_at_start": round(load, 1), "load_at_end": round(os.getloadavg()[0], 1),
-                "per_minute": round(args.count / seconds * 60, 1),
-                "graded": len(results), "child_cpu_s": round(os.times().children_user - cpu.children_user, 1),
-                "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
-            }
-            runs[f"grader_jobs{jobs}"]["report"] = report_check(course, args.assignment, kinds)
-            print(f"grader --jobs {jobs}", runs[f"grader_jobs{jobs}"], flush=True)
+            results, row = timed_run(args.count, lambda: grade(args.assignment, course, timeout=args.timeout, jobs=jobs))
+            row["graded"] = len(results)
+            row["mean_score_by_kind"] = mean_by_kind({r.student: r.score for r in results}, kinds)
+            row["report"] = report_check(course, args.assignment, kinds)
+            runs[f"grader_jobs{jobs}"] = row
+            print(f"grader --jobs {jobs}", row, flush=True)
         if args.dask_workers:
             from distributed import LocalCluster
 
             course, kinds = fresh_course(work, args.assignment, args.count, "dask")
             with LocalCluster(n_workers=args.dask_workers, threads_per_worker=1, processes=True,
                               dashboard_address=None) as cluster:
-                load = os.getloadavg()[0]
-                start, cpu = time.monotonic(), os.times()
-                results = grade(args.assignment, course, timeout=args.timeout, scheduler=cluster.scheduler_address)
-                seconds = time.monotonic() - start
-            by_kind = {}
-            for r in results:
-                by_kind.setdefault(kinds.get(r.student, "?"), []).append(r.score)
+                results, row = timed_run(args.count, lambda: grade(args.assignment, course, timeout=args.timeout,
+                                                                   scheduler=cluster.scheduler_address))
+            row.pop("child_cpu_s")  # the workers are not this process's children
+            row["per_worker_minute"] = round(row["per_minute"] / args.dask_workers, 1)
+            row["graded"] = len(results)
+            row["mean_score_by_kind"] = mean_by_kind({r.student: r.score for r in results}, kinds)
+            row["report"] = report_check(course, args.assignment, kinds)
             key = f"grader_dask_local_{args.dask_workers}_workers"
-            runs[key] = {
-                "seconds": round(seconds, 1), "load_at_start": round(load, 1), "load_at_end": round(os.getloadavg()[0], 1),
-                "per_minute": round(args.count / seconds * 60, 1),
-                "per_worker_minute": round(args.count / seconds * 60 / args.dask_workers, 1), "graded": len(results),
-                "mean_score_by_kind": {k: round(sum(v) / len(v), 2) for k, v in sorted(by_kind.items())},
-                "report": report_check(course, args.assignment, kinds),
-            }
-            print(key, runs[key], flush=True)
+            runs[key] = row
+            print(key, row, flush=True)
     finally:
         if args.keep:
             print(f"course folders kept under {work}", flush=True)

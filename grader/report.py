@@ -36,18 +36,27 @@ def _meta(cell) -> dict:
     return cell.metadata.get("nbgrader", {}) or {}
 
 
-def exercises_of(source) -> dict[str, dict]:
-    """Each test's exercise (the last '## ' heading above it), points and whether it is hidden."""
+def exercise_of_cells(source) -> dict[str, str]:
+    """Every nbgrader cell's exercise (the last '## ' heading above it), by grade_id: tests and answer cells alike."""
     out, title = {}, "Before the first exercise"
     for cell in source.cells:
         if cell.cell_type == "markdown":
             for line in cell.source.splitlines():
                 if line.startswith("## "):
                     title = line[3:].strip()
-        elif plan.is_test(cell):
-            out[_meta(cell)["grade_id"]] = {"exercise": title, "points": float(_meta(cell).get("points", 0)),
-                                            "hidden": plan.is_hidden(cell.source)}
+        grade_id = _meta(cell).get("grade_id")
+        if grade_id:
+            out[grade_id] = title
     return out
+
+
+def exercises_of(source) -> dict[str, dict]:
+    """Each test's exercise (the last '## ' heading above it), points and whether it is hidden."""
+    exercise = exercise_of_cells(source)
+    return {_meta(cell)["grade_id"]: {"exercise": exercise[_meta(cell)["grade_id"]],
+                                      "points": float(_meta(cell).get("points", 0)),
+                                      "hidden": plan.is_hidden(cell.source)}
+            for cell in source.cells if cell.cell_type != "markdown" and plan.is_test(cell)}
 
 
 def mistake_of(message: str) -> str:
