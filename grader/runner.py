@@ -40,10 +40,10 @@ sys.modules.setdefault("rfc3987_syntax", None)
 import nbformat  # noqa: E402
 from jupyter_client.kernelspec import KernelSpec  # noqa: E402
 from jupyter_client.manager import AsyncKernelManager  # noqa: E402
-from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellTimeoutError, DeadKernelError  # noqa: E402
 
 from grader import sandbox  # noqa: E402
+from grader.steady import SteadyClient  # noqa: E402
 
 REPORT_MIME = "application/vnd.attention-course.report+json"
 INSIDE_CONNECTION = "/tmp/.kernel/connection.json"
@@ -110,7 +110,7 @@ class UnsafeKernelManager(AsyncKernelManager):
                                                   "PATH": os.environ.get("PATH", "")}))
 
 
-class CappedClient(NotebookClient):
+class CappedClient(SteadyClient):
     """nbclient with a cap on what one cell's outputs may hold (a flood costs the student, not the runner)."""
 
     cap = 200_000

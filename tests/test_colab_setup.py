@@ -120,7 +120,7 @@ def test_colab_cell_installs_the_course_and_keeps_the_preinstalled_frameworks(tm
         "import utils, sys\nprint('__UTILS__' + utils.__file__)\nprint('__EXE__' + sys.executable)")
     nb.cells.insert(nb.cells.index(first) + 1, probe_cell)
 
-    from nbclient import NotebookClient
+    from grader.steady import SteadyClient
 
     env = {"JUPYTER_PATH": str(tmp_path / "jupyter"), "PYTHONPATH": str(fake), "FAKE_COLAB_FLAG": str(flag),
            "COURSE_PROFILE": "smoke", "MPLBACKEND": "Agg", "TQDM_DISABLE": "1",
@@ -128,8 +128,8 @@ def test_colab_cell_installs_the_course_and_keeps_the_preinstalled_frameworks(tm
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        NotebookClient(nb, timeout=900, kernel_name="colabsim",
-                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        SteadyClient(nb, timeout=900, kernel_name="colabsim",
+                     resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
         for k, v in saved.items():
             os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)

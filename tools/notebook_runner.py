@@ -7,7 +7,8 @@ import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
+
+from grader.steady import SteadyClient
 
 ROOT = Path(__file__).resolve().parent.parent  # the course folder
 FRAMEWORK_MODULES = ("torch", "tensorflow", "keras")
@@ -49,7 +50,7 @@ def run_notebook(
     os.environ.update(env)
     start = time.perf_counter()
     try:
-        client = NotebookClient(
+        client = SteadyClient(
             nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
         )
         client.execute()
