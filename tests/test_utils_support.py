@@ -365,3 +365,38 @@ def test_explorers_draw_one_at_a_time_when_events_arrive_in_threads() -> None:
         t.join()
     assert errors == []
     assert plt.get_fignums() == [], "show_in must close the figures it shows"
+
+
+def _import_in_a_fresh_process(tmp_path: Path, fake_tensorflow: str | None) -> str:
+    """stderr of a new Python that runs ``runtime.setup("tensorflow")`` (the real TF, or a fake)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    path = [str(root)]
+    if fake_tensorflow is not None:
+        (tmp_path / "tensorflow").mkdir()
+        (tmp_path / "tensorflow" / "__init__.py").write_text(fake_tensorflow)
+        (tmp_path / "keras").mkdir()
+        (tmp_path / "keras" / "__init__.py").write_text("class utils:\n    set_random_seed = staticmethod(lambda s: None)\n")
+        path.insert(0, str(tmp_path))
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL")}
+    env["PYTHONPATH"] = os.pathsep.join(path)
+    code = "from utils import runtime\nruntime.setup('tensorflow', verbose=False)\nprint('imported')"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "imported" in done.stdout, done.stderr
+    return done.stderr
+
+
+def test_tensorflow_imports_without_its_banner_but_a_real_error_still_shows(tmp_path: Path) -> None:
+    fake = ("import os\n"
+            "os.write(2, b'I0000 port.cc:153] oneDNN custom operations are on. You may see slightly different...\\n')\n"
+            "os.write(2, b'E0000 something real went wrong loading a kernel\\n')\n")
+    stderr = _import_in_a_fresh_process(tmp_path, fake)
+    assert "oneDNN" not in stderr
+    assert "something real went wrong" in stderr
+
+
+def test_the_real_tensorflow_imports_quietly_with_onednn_on(tmp_path: Path) -> None:
+    stderr = _import_in_a_fresh_process(tmp_path, None)
+    assert "oneDNN" not in stderr and "absl::InitializeLog" not in stderr, stderr

@@ -8,6 +8,8 @@ and ``FeedForward`` (``utils.transformer``), with GPT-2's GELU.
 Fast paths (same numbers to 1e-5): the training step, the evaluation and every
 decoding step run as TensorFlow graphs (``tf.function``), each traced once with
 open lengths, so a decoding step does not pay Python's cost per layer and per op.
+The training step is also compiled by XLA (one fixed batch shape): on two CPU cores
+it takes about half the time of the plain graph.
 
 Shapes: letters of ``utils/shapes.py``; here B batch, T new positions, T' cached
 positions, Tk = T' + T keys, D d_model, H heads, Hkv key-value heads, Dh = D / H,
@@ -330,7 +332,8 @@ def train_gpt(
     data = tf.constant(ids.astype(np.int32))
     offsets = tf.range(length + 1)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)])
+    # XLA (jit_compile) fuses the step's many small ops: about half the time per step on a CPU
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.int32)], jit_compile=True)
     def train_step(starts):
         rows = tf.gather(data, starts[:, None] + offsets[None, :])  # (B, T + 1)
         with tf.GradientTape() as tape:
