@@ -112,12 +112,18 @@ def _import_tensorflow_quietly() -> None:
 
     try:
         sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):  # no file descriptor 2 to borrow: import as is
+        caught = tempfile.TemporaryFile()
+    except (OSError, ValueError):  # nowhere to put the notices: import as is
         import tensorflow  # noqa: F401
 
         return
-    with tempfile.TemporaryFile() as caught:
+    with caught:
+        try:
+            saved = os.dup(2)
+        except OSError:  # no descriptor 2 to borrow
+            import tensorflow  # noqa: F401
+
+            return
         os.dup2(caught.fileno(), 2)
         try:
             import tensorflow  # noqa: F401
