@@ -382,7 +382,8 @@ def _import_in_a_fresh_process(tmp_path: Path, fake_tensorflow: str | None) -> s
         path.insert(0, str(tmp_path))
     env = {k: v for k, v in os.environ.items() if k not in ("TF_ENABLE_ONEDNN_OPTS", "TF_CPP_MIN_LOG_LEVEL")}
     env["PYTHONPATH"] = os.pathsep.join(path)
-    code = "from utils import runtime\nruntime.setup('tensorflow', verbose=False)\nprint('imported')"
+    code = ("import os\nfrom utils import runtime\nruntime.setup('tensorflow', verbose=False, onednn=True)\n"
+            "assert 'TF_ENABLE_ONEDNN_OPTS' not in os.environ, 'the choice leaked to later processes'\nprint('imported')")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "imported" in done.stdout, done.stderr
     return done.stderr
@@ -398,5 +399,5 @@ def test_tensorflow_imports_without_its_banner_but_a_real_error_still_shows(tmp_
 
 
 def test_the_real_tensorflow_imports_quietly_with_onednn_on(tmp_path: Path) -> None:
-    stderr = _import_in_a_fresh_process(tmp_path, None)
+    stderr = _import_in_a_fresh_process(tmp_path, None)  # oneDNN on: TensorFlow writes its notice at import
     assert "oneDNN" not in stderr and "absl::InitializeLog" not in stderr, stderr

@@ -80,15 +80,19 @@ def cache_dir() -> Path:
     return path
 
 
-def prepare_tensorflow_env() -> None:
+def prepare_tensorflow_env(onednn: bool = False) -> None:
     """Set the variables TensorFlow reads at import, then import it without its start-up banner.
 
     Keras on the TF backend; ``TF_CPP_MIN_LOG_LEVEL=2`` quiets TensorFlow's own logging.
-    oneDNN stays on (TensorFlow's default on x86: about a third less time per training
-    step here than with ``TF_ENABLE_ONEDNN_OPTS=0``), but its import-time notice is
-    written by C++ straight to file descriptor 2, which a notebook shows as red text:
-    the import runs with that descriptor sent to a file, and whatever else was
-    written there (a real error) is passed on.
+    ``onednn`` picks TensorFlow's oneDNN kernels for this process (read once, at the
+    import; ``TF_ENABLE_ONEDNN_OPTS`` set by you wins). Measured in the cpu profile on
+    2 cores, they help large matrix products and hurt many small ops: lesson 8's GPT
+    trains in 131 s with them and 212 s without, while lesson 6 takes 314 s with them
+    and 275 s without, lesson 3 86 s and 66 s. So they are off unless a lesson asks.
+    The variable is set for the import only, so kernels and programs started later
+    choose for themselves. oneDNN's import-time notice is written by C++ straight to
+    file descriptor 2, which a notebook shows as red text: the import runs with that
+    descriptor sent to a file, and whatever else was written there is passed on.
     """
     os.environ.setdefault("KERAS_BACKEND", "tensorflow")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -96,10 +100,19 @@ def prepare_tensorflow_env() -> None:
     if threads:
         os.environ.setdefault("TF_NUM_INTRAOP_THREADS", threads)
         os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
-    if "tensorflow" not in sys.modules:
+    if "tensorflow" in sys.modules:
+        return
+    chosen_by_user = ONEDNN_ENV in os.environ
+    if not chosen_by_user:
+        os.environ[ONEDNN_ENV] = "1" if onednn else "0"
+    try:
         _import_tensorflow_quietly()
+    finally:
+        if not chosen_by_user:
+            os.environ.pop(ONEDNN_ENV, None)
 
 
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 # What TensorFlow's C++ start-up writes to stderr at import whatever the log level: the
 # oneDNN notice, the CPU-instructions notice and absl's line before its logging starts.
 _BANNER = ("oneDNN custom operations are on", "absl::InitializeLog()", "cpu_feature_guard",
@@ -195,17 +208,18 @@ def current_framework() -> str | None:
     return _current_framework
 
 
-def setup(framework: str, seed: int = 0, verbose: bool = True) -> Profile:
+def setup(framework: str, seed: int = 0, verbose: bool = True, onednn: bool = False) -> Profile:
     """One call at the top of every notebook: prepare, import and seed a framework.
 
     Returns the run profile. For TensorFlow this sets the quiet-logging
-    variables before the first import, so the learner sees no log noise.
+    variables before the first import, so the learner sees no log noise;
+    ``onednn`` asks for TensorFlow's oneDNN kernels (see ``prepare_tensorflow_env``).
     """
     global _current_framework
     _check_framework(framework)
     _current_framework = framework
     if framework == "tensorflow":
-        prepare_tensorflow_env()
+        prepare_tensorflow_env(onednn)
         import keras  # noqa: F401  (imported so seed_everything seeds it)
     else:
         import torch  # noqa: F401
