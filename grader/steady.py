@@ -53,9 +53,8 @@ class SteadyClient(NotebookClient):
 
     async def async_start_new_kernel_client(self):
         kc = await super().async_start_new_kernel_client()
-        for channel in (kc.shell_channel, kc.iopub_channel):
-            if not getattr(channel.get_msg, "sliced", False):
-                channel.get_msg = sliced(channel.get_msg)
+        for channel in (kc.shell_channel, kc.iopub_channel):  # a new client's channels: never sliced before
+            channel.get_msg = sliced(channel.get_msg)
         return kc
 
     start_new_kernel_client = run_sync(async_start_new_kernel_client)  # the sync path (setup_kernel) too

@@ -27,6 +27,7 @@ PROFILES = ("smoke", "cpu", "gpu")
 FRAMEWORKS = ("pytorch", "tensorflow")
 PROFILE_ENV = "COURSE_PROFILE"
 THREADS_ENV = "COURSE_THREADS"
+ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 CACHE_ENV = "ATTENTION_COURSE_CACHE"
 
 
@@ -112,7 +113,6 @@ def prepare_tensorflow_env(onednn: bool = False) -> None:
             os.environ.pop(ONEDNN_ENV, None)
 
 
-ONEDNN_ENV = "TF_ENABLE_ONEDNN_OPTS"
 # What TensorFlow's C++ start-up writes to stderr at import whatever the log level: the
 # oneDNN notice, the CPU-instructions notice and absl's line before its logging starts.
 _BANNER = ("oneDNN custom operations are on", "absl::InitializeLog()", "cpu_feature_guard",
@@ -126,17 +126,12 @@ def _import_tensorflow_quietly() -> None:
     try:
         sys.stderr.flush()
         caught = tempfile.TemporaryFile()
-    except (OSError, ValueError):  # nowhere to put the notices: import as is
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no file to catch the notices in, or no descriptor 2 to borrow: import as is
         import tensorflow  # noqa: F401
 
         return
     with caught:
-        try:
-            saved = os.dup(2)
-        except OSError:  # no descriptor 2 to borrow
-            import tensorflow  # noqa: F401
-
-            return
         os.dup2(caught.fileno(), 2)
         try:
             import tensorflow  # noqa: F401
