@@ -29,6 +29,7 @@ c.Exchange.cache = os.path.join(here, "exchange", ".cache")
 # the desk's record; an exchange without a sealed/ folder is collected as nbgrader does.
 sys.path.append(os.path.join(here, "deploy"))
 c.ExchangeFactory.collect = "private_exchange.SealedCollect"
+c.ExchangeFactory.release_feedback = "private_exchange.ReadableReleaseFeedback"  # pages leave the closed course folder
 
 # Stubs raise NotImplementedError; released notebooks carry no solutions.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

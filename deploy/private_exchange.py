@@ -12,6 +12,11 @@ submit under another's id, and rewrite their own time or notebook until collecti
     desk (deploy/seal_submissions.py) and waits until the desk has taken it out of the student's
     hands, into ``sealed/``, with the desk's own time in ``timestamp.txt``.
 
+``ReadableReleaseFeedback`` (instructors: the course's nbgrader_config.py)
+    nbgrader's release_feedback copies each page with its mode, and the course folder's pages are
+    closed to students (deploy/setup_course.sh): the released copy is made readable (0644), in an
+    exchange folder nobody can list, under a name only its student can compute.
+
 ``SealedCollect`` (instructors: the course's nbgrader_config.py)
     collects from ``sealed/`` only, after checking each file against the SHA-256 the desk recorded;
     a submission changed since is refused and reported, and so is anything left in ``inbound/``
@@ -37,6 +42,7 @@ import stat
 import time
 
 from nbgrader.exchange.default.collect import ExchangeCollect, groupby
+from nbgrader.exchange.default.release_feedback import ExchangeReleaseFeedback
 from nbgrader.exchange.default.submit import ExchangeSubmit
 from nbgrader.api import Gradebook, MissingEntry
 from traitlets import Float
@@ -54,7 +60,8 @@ def _own_name() -> str:
 class PrivateSubmit(ExchangeSubmit):
     """nbgrader's submit under the user's own id, readable by the graders only, sealed by the desk."""
 
-    seal_timeout = Float(60.0, help="Seconds to wait for the course's submission desk to take the submission").tag(config=True)
+    # The Assignments tab waits for the submit: the desk takes a submission within a second.
+    seal_timeout = Float(15.0, help="Seconds to wait for the course's submission desk to take the submission").tag(config=True)
 
     def init_dest(self):
         own, asked = _own_name(), self.coursedir.student_id
@@ -85,7 +92,8 @@ class PrivateSubmit(ExchangeSubmit):
         if not os.path.isdir(sealed):
             return  # an exchange without the desk (not the course's hub): nbgrader's behaviour
         # Complete: the desk may take it. Until it has, the submission is not the course's.
-        fd = os.open(os.path.join(dest, READY), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        # (An empty mark, left 0644: the folder lost set-group-id to chmod, so it gets the student's group.)
+        fd = os.open(os.path.join(dest, READY), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         os.close(fd)
         deadline = time.monotonic() + self.seal_timeout
         while os.path.lexists(dest):
@@ -184,3 +192,13 @@ class SealedCollect(ExchangeCollect):
         if os.path.exists(record):
             os.remove(record)
 
+
+
+class ReadableReleaseFeedback(ExchangeReleaseFeedback):
+    """nbgrader's release_feedback, each released page readable by the student who can name it."""
+
+    def copy_files(self):
+        super().copy_files()
+        for page in glob.glob(os.path.join(self.dest_path, "*.html")):
+            if os.stat(page).st_uid == os.getuid():
+                os.chmod(page, 0o644)

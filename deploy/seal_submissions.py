@@ -61,6 +61,8 @@ def _read_tree(dir_fd: int, uid: int, prefix: str, files: dict[str, bytes], tota
     """Every regular file under ``dir_fd`` that ``uid`` owns, by relative path; links are never followed."""
     for name in sorted(os.listdir(dir_fd)):
         rel = f"{prefix}{name}"
+        if rel == READY:
+            continue  # the student's mark, not part of the submission
         st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         if st.st_uid != uid:
             raise Refused(f"{rel} belongs to uid {st.st_uid}, not to the student")
@@ -154,7 +156,6 @@ def seal_one(inbound: str, sealed: str, name: str, now=lambda: datetime.now(time
         os.close(fd)
     # The time the submission was received: after its last byte was read, so nothing in it is later.
     t = now()
-    files.pop(READY, None)
     claimed = files.get("timestamp.txt", b"").decode("utf-8", "replace")[:100]
     files["timestamp.txt"] = nbgrader_time(t).encode()
     record = {"student": m["student"], "assignment": m["assignment"], "received": nbgrader_time(t),
@@ -229,11 +230,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[submission desk {datetime.now(timezone.utc):%H:%M:%S}] {message}", flush=True)
 
     log(f"watching {inbound} (as {pwd.getpwuid(os.geteuid()).pw_name}); sealed submissions go to {sealed}")
-    while True:
-        sweep(inbound, sealed, done, refused, log)
-        if args.once:
-            return 0
-        time.sleep(args.interval)
+    try:
+        while True:
+            sweep(inbound, sealed, done, refused, log)
+            if args.once:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:  # the hub stops its services with SIGINT
+        log("stopped")
+        return 0
 
 
 if __name__ == "__main__":

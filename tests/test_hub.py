@@ -223,6 +223,9 @@ class Class:
         for user in self.users:
             subprocess.run(["userdel", "--force", "--remove", user], capture_output=True)
         subprocess.run(["groupdel", self.graders], capture_output=True)
+        if self.log.exists():  # the hub's log (and the desk's) beside the screenshots
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.log, SHOTS / "hub.log")
         shutil.rmtree(self.base, ignore_errors=True)
 
 
