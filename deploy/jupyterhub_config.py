@@ -65,7 +65,7 @@ def _inside(path: str, folder: str) -> bool:
 if hub_ip not in ("127.0.0.1", "::1", "localhost"):
     _refuse(f"HUB_IP={hub_ip}: this configuration logs everyone in with one trial password "
             "(DummyAuthenticator), so it listens on this machine only (127.0.0.1). For a class, use a "
-            "real authenticator and TLS (README.md, 'A class on a server (JupyterHub)').")
+            "real authenticator and TLS (docs/jupyterhub.md, 'For a real class, change').")
 # Students must not read the course folder: solutions, gradebook, everyone's submissions and feedback.
 if not os.path.isdir(course):
     _refuse(f"COURSE_DIR={course} is not a folder")

@@ -2,20 +2,30 @@
 
 One hub (deploy/jupyterhub_config.py, the pure-Python configurable-http-proxy) serves three system
 users created for the test: two students and an instructor, each in their own JupyterLab started
-as their own user. The exchange is set up by deploy/setup_exchange.sh. In Chromium:
+as their own user. The course folder is a copy closed by deploy/setup_course.sh (2770, the
+instructor's and the graders' group's), and the hub runs from that copy's deploy/; the students'
+environment is the repository's .venv, outside it. The exchange is set up by
+deploy/setup_exchange.sh; the hub runs the submission desk (deploy/seal_submissions.py). In Chromium:
 
 * student A logs in, fetches assignment 1 from the Assignments tab, (fills it: written to the
   notebook on disk, as A's own file) and submits it there; student B fetches and submits it blank;
-* the instructor collects (``nbgrader collect``), grades (``python -m grader``, as root in the course
-  folder, as an admin would: the grader's sandbox is bubblewrap, which needs root or user
-  namespaces, and root can always use it) and releases feedback (``nbgrader release_feedback``);
-  the instructor's JupyterLab has the formgrader and it lists the assignment; the students' have
-  neither its menu command nor its server pages;
+  the desk seals both into sealed/, with its own time;
+* as real users, before collection: B submits under A's id (nbgrader's --student, and by hand past
+  the client), A hands in a folder of A's own claiming an early time and rewrites its time and
+  notebook through files held open across the sealing; the sealed copy is then changed as root;
+* the instructor collects (``nbgrader collect``: refusals reported, A's honest submission at the
+  desk's time collected), grades (``python -m grader``, as root in the course folder, as an admin
+  would: the grader's sandbox is bubblewrap, which needs root or user namespaces, and root can
+  always use it) and releases feedback (``nbgrader release_feedback``); the instructor's JupyterLab
+  has the formgrader and it lists the assignment; the students' have neither its menu command nor
+  its server pages;
 * student A fetches the feedback in the Assignments tab and opens the page: it shows A's score.
 
-Then, as student A, every way to B's submission is refused: listing the exchange's inbound and
-feedback folders, reading, changing or removing B's submission at its exact name, B's home; and
-through the hub, B's server's pages and files with A's login.
+Then, as student A, every way to what is not A's is refused: the course folder (solutions, the
+gradebook, submitted/, autograded/, feedback/, grades/ and B's files in them), the exchange's
+inbound, sealed and feedback folders, B's sealed submission at its exact name, A's own sealed time
+and notebook, B's home; A's server has no COURSE_DIR; and through the hub, B's server's pages and
+files with A's login.
 
 Users are created with ``useradd`` (names with a random part) and removed with their homes at the
 end, also when a step fails. Skips where users cannot be created (not root) or JupyterHub is not
