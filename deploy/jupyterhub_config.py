@@ -100,6 +100,10 @@ if not os.path.isdir(sealed) or os.stat(sealed).st_mode & 0o007:
 desk_user = pwd.getpwuid(os.stat(inbound).st_uid).pw_name
 
 # The students' Jupyter config, copied where they can read it (the course folder is closed to them).
+_copied = set(os.listdir(os.path.join(here, "student"))) | {"private_exchange.py", "__pycache__"}
+if os.path.isdir(student_config) and not set(os.listdir(student_config)) <= _copied:
+    _refuse(f"HUB_STUDENT_CONFIG={student_config} holds files the hub did not put there "
+            f"({sorted(set(os.listdir(student_config)) - _copied)}): give the students' config a folder of its own")
 shutil.rmtree(student_config, ignore_errors=True)
 shutil.copytree(os.path.join(here, "student"), student_config)
 shutil.copy(os.path.join(here, "private_exchange.py"), student_config)

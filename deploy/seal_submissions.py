@@ -46,6 +46,7 @@ NAME = re.compile(r"^(?P<student>[^+/]+)\+(?P<assignment>[^+/]+)\+(?P<stamp>[^+/
 FILE_MODE, DIR_MODE = 0o640, 0o2750
 MAX_BYTES = 200 * 1024 * 1024  # per submission
 MAX_FILES = 2000
+MAX_DEPTH = 16  # folders inside a submission
 
 
 class Refused(Exception):
@@ -67,6 +68,8 @@ def _read_tree(dir_fd: int, uid: int, prefix: str, files: dict[str, bytes], tota
         if st.st_uid != uid:
             raise Refused(f"{rel} belongs to uid {st.st_uid}, not to the student")
         if stat.S_ISDIR(st.st_mode):
+            if rel.count("/") >= MAX_DEPTH:
+                raise Refused(f"folders nested deeper than {MAX_DEPTH}")
             fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
             try:
                 _read_tree(fd, uid, rel + "/", files, total)
@@ -191,6 +194,10 @@ def sweep(inbound: str, sealed: str, done: set[str], refused: dict[str, str], lo
             except (Refused, OSError) as e:
                 refused[name] = str(e)
                 log(f"refused {name!r}: {e}")
+                continue
+            except Exception as e:  # noqa: BLE001 - one odd submission must not stop the desk for everyone
+                refused[name] = f"{type(e).__name__}: {e}"
+                log(f"refused {name!r}: {refused[name]}")
                 continue
             if dest is None:
                 continue

@@ -592,6 +592,100 @@ def test_hub_config_refuses_unsafe_setups(tmp_path: Path) -> None:
     for what, (settings, message) in cases.items():
         proc = _hub_config(tmp_path, **settings)
         assert proc.returncode != 0 and message in proc.stderr, f"{what}: rc={proc.returncode}\n{proc.stderr[-2000:]}"
-    # The same settings, safe, get past every check but the exchange's (none was set up here).
-    proc = _hub_config(tmp_path, COURSE_DIR=str(closed), COURSE_ENV=str(VENV), COURSE_EXCHANGE=str(tmp_path / "exchange"))
+    # The same settings, safe, get past every check but the exchange's (none was set up yet).
+    safe = {"COURSE_DIR": str(closed), "COURSE_ENV": str(VENV), "COURSE_EXCHANGE": str(tmp_path / "exchange")}
+    proc = _hub_config(tmp_path, **safe)
+    if os.stat(VENV).st_uid != 0 or os.stat(VENV / "bin").st_uid != 0:  # a developer's own venv: not a hub's
+        assert proc.returncode != 0 and "must be root's and writable by root only" in proc.stderr, proc.stderr[-2000:]
+        return
     assert proc.returncode != 0 and "sealed is missing or open to every user" in proc.stderr, proc.stderr[-2000:]
+    for folder in ("inbound", "sealed"):
+        (tmp_path / "exchange" / COURSE_ID / folder).mkdir(parents=True, mode=0o750)
+    # The students' config copy never replaces a folder that holds anything else (here a stand-in for /etc).
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    proc = _hub_config(tmp_path, **safe, HUB_STUDENT_CONFIG=str(etc))
+    assert proc.returncode != 0 and "holds files the hub did not put there (['passwd'])" in proc.stderr, proc.stderr[-2000:]
+    assert (etc / "passwd").exists()
+    # And with everything in place, the hub's configuration loads and copies the students' config.
+    proc = _hub_config(tmp_path, **safe)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    copied = tmp_path / "student-config"
+    assert (copied / "private_exchange.py").stat().st_mode & 0o777 == 0o644 and (copied / "nbgrader_config.py").exists()
+
+
+# -- the submission desk and the sealed collection, on files (no hub, no browser) ---------------
+def _deploy_module(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"deploy_{name}", ROOT / "deploy" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_desk_takes_only_the_students_own_files(tmp_path: Path) -> None:
+    """What the hub test cannot cheaply stage: links, other users' files, pipes; a changed sealed copy."""
+    import pwd
+    from datetime import datetime, timezone
+
+    desk, private = _deploy_module("seal_submissions"), _deploy_module("private_exchange")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    inbound, sealed = tmp_path / "inbound", tmp_path / "sealed"
+    inbound.mkdir()
+    sealed.mkdir()
+    secret = tmp_path / "not-yours.txt"
+    secret.write_text("the grader's secret")
+    when = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
+
+    def submission(tag: str, owner: str = me, ready: bool = True) -> str:
+        name = f"{owner}+{AID}+2020-01-01 00:00:00.000000 UTC+{tag}"
+        (inbound / name).mkdir()
+        (inbound / name / f"{AID}.ipynb").write_text("{}")
+        (inbound / name / "timestamp.txt").write_text("2020-01-01 00:00:00.000000 UTC")
+        if ready:
+            (inbound / name / ".ready").touch()
+        return name
+
+    # An honest one: sealed with the desk's time, the student's claim kept in the record.
+    name = submission("honest")
+    (inbound / name / "data").mkdir()
+    (inbound / name / "data" / "x.csv").write_text("1,2")
+    out = Path(desk.seal_one(str(inbound), str(sealed), name, now=lambda: when))
+    assert out.name == f"{me}+{AID}+2030-05-06 07:08:09.123456 UTC+honest"
+    assert (out / "timestamp.txt").read_text() == "2030-05-06 07:08:09.123456 UTC"
+    assert not (out / ".ready").exists() and (out / "data" / "x.csv").read_text() == "1,2"
+    record = json.loads((out / ".seal.json").read_text())
+    assert record["claimed"] == "2020-01-01 00:00:00.000000 UTC" and record["inbound_name"] == name
+    assert private.verify_sealed(str(out)) == []
+    assert desk.sealed_names(str(sealed)) == {name}
+    # Not marked ready: left alone.
+    assert desk.seal_one(str(inbound), str(sealed), submission("unready", ready=False)) is None
+    # Refused: a link (to a file the student may not read), a pipe, a name that is not the owner's.
+    linked = submission("link")
+    os.symlink(secret, inbound / linked / "answer.txt")
+    piped = submission("pipe")
+    os.mkfifo(inbound / piped / "answer.txt")
+    other = "nobody" if me != "nobody" else "root"
+    cases = {linked: "is not a regular file or folder", piped: "is not a regular file or folder",
+             submission("impostor", owner=other): f"submitted under the id '{other}' by '{me}'"}
+    if os.geteuid() == 0:  # a file someone else owns, inside the student's folder
+        foreign = submission("foreign")
+        os.chown(inbound / foreign / f"{AID}.ipynb", pwd.getpwnam("nobody").pw_uid, -1)
+        cases[foreign] = "belongs to uid"
+    for bad, reason in cases.items():
+        with pytest.raises(desk.Refused, match=re.escape(reason)):
+            desk.seal_one(str(inbound), str(sealed), bad)
+    assert sorted(p.name for p in sealed.iterdir()) == [out.name], "the desk sealed what it refused"
+    # A sweep seals what is ready, leaves the refused, removes what it sealed from inbound.
+    shutil.rmtree(out)
+    refused: dict[str, str] = {}
+    assert desk.sweep(str(inbound), str(sealed), set(), refused, log=lambda m: None) == 1
+    assert not (inbound / name).exists() and set(refused) == set(cases)
+    # Changed after sealing: the record says so.
+    [again] = [p for p in sealed.iterdir() if p.name.endswith("+honest")]
+    (again / f"{AID}.ipynb").write_text('{"cells": []}')
+    (again / "data" / "x.csv").unlink()
+    (again / "extra.txt").write_text("x")
+    assert private.verify_sealed(str(again)) == [f"{AID}.ipynb changed", "data/x.csv removed", "extra.txt added"]
