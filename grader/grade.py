@@ -663,6 +663,10 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
         raise SystemExit(f"no submission of {assignment} from {unknown} under {submitted}/")
     jobs = max(1, jobs or os.cpu_count() or 1)
     log = io.StringIO()
+    if not settings.unsafe and not scheduler:  # a distributed worker's sandbox is its machine's
+        log.write(sandbox.enforcement(limits) + "\n")
+        if sandbox.Cgroup.support()[0] is None:
+            print(f"warning: {sandbox.enforcement(limits)}", file=sys.stderr)
     previous = load_results(course, assignment)
     results: dict[str, Result] = {f: r for f, r in previous.items() if f in students}  # kept unless regraded
     inputs = (source_path.read_bytes() + release_path.read_bytes() + GRADER_VERSION.encode()

@@ -271,6 +271,16 @@ class Cgroup:
             return "v1", ""
         return None, f"{why2}; {why1}"
 
+    @staticmethod
+    def _sweep(parent: Path) -> None:
+        """Remove the cgroups of runners that are gone (killed before they could): empty, so rmdir works."""
+        with contextlib.suppress(OSError):
+            for folder in parent.glob("sandbox-*"):
+                pid = folder.name.split("-")[1]
+                if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                    with contextlib.suppress(OSError):
+                        folder.rmdir()
+
     @classmethod
     def create(cls, limits: Limits) -> Cgroup | None:
         name = f"sandbox-{os.getpid()}-{time.monotonic_ns()}"
@@ -278,6 +288,7 @@ class Cgroup:
         parent, _ = cls._v2_parent()
         try:
             if parent is not None:
+                cls._sweep(parent)
                 folder = parent / name
                 folder.mkdir()
                 _write(folder / "memory.max", str(memory))
@@ -290,6 +301,7 @@ class Cgroup:
                 return None
             folders = [p / name for p in parents]
             for folder in folders:
+                cls._sweep(folder.parent)
                 folder.mkdir()
             _write(folders[0] / "memory.limit_in_bytes", str(memory))
             with contextlib.suppress(OSError):
@@ -362,6 +374,18 @@ class Cgroup:
                     break
                 except OSError:
                     time.sleep(0.02)
+
+
+def enforcement(limits: Limits) -> str:
+    """One line for the grading log: how the sandbox's memory and process limits are enforced here."""
+    kind, why = Cgroup.support()
+    if kind is not None:
+        return (f"sandbox limits: cgroup {kind}, {limits.sandbox_memory_bytes // 2**20} MiB of memory and "
+                f"{limits.processes} processes for each sandbox as a whole")
+    return (f"sandbox limits: NO cgroup ({why}); per-process limits only: {limits.memory_bytes // 2**20} MiB of "
+            f"address space per process, {limits.processes} processes per sandbox uid"
+            + ("" if os.geteuid() == 0 else " (not enforced without root)")
+            + ": a notebook can hold that memory in each of its processes")
 
 
 def limits_note(hit: dict, limits: Limits) -> str:

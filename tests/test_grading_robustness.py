@@ -166,6 +166,8 @@ def test_process_and_memory_limits_hold_for_the_whole_sandbox(graded) -> None:
     page = gs.visible_text((graded["course"] / "feedback" / "i_memory_hogs" / AID / f"{AID}.html").read_text())
     assert f"more than {SANDBOX_MIB} MiB" in page
     assert gs.full_marks(graded["results"]["z_good_after"], graded["by_hand"])
+    log = (graded["course"] / "grades" / f"{AID}.log").read_text(encoding="utf-8")
+    assert f"sandbox limits: cgroup {graded['cgroup'][0]}, {SANDBOX_MIB} MiB of memory and {PROCESSES} processes" in log
 
 
 def test_a_kernel_that_ignores_interrupts_costs_one_cell_timeout(graded) -> None:
@@ -208,3 +210,27 @@ def test_an_honest_notebook_with_large_outputs_is_graded(graded) -> None:
     r = graded["results"]["m_large_outputs"]
     assert gs.full_marks(r, graded["by_hand"]), r
     assert "outputs" in r.note and "clear outputs before submitting" in r.note, r.note
+
+
+def test_one_students_page_failing_never_stops_the_others(tmp_path, monkeypatch) -> None:
+    """Whatever breaks one student's page (here the page writer itself raises): that student gets a
+    plain-text page with their score, the others their own pages, and the log says what happened."""
+    import io
+
+    import grader.grade as grading
+
+    real = grading.failure_page
+
+    def breaks_for_one(assignment, result):
+        if result.student == "b_breaks":
+            raise UnicodeEncodeError("utf-8", "\udcff", 0, 1, "surrogates not allowed")
+        return real(assignment, result)
+
+    monkeypatch.setattr(grading, "failure_page", breaks_for_one)
+    results = {s: grading.Result(s, score=3, max_score=15, note=f"note of {s}") for s in ("a_first", "b_breaks", "c_last")}
+    log = io.StringIO()
+    grading.write_feedback(tmp_path, AID, sorted(results), results, {}, False, 2, log)
+    for student in results:
+        page = (tmp_path / "feedback" / student / AID / f"{AID}.html").read_text(encoding="utf-8")
+        assert f"note of {student}" in page and "Score: 3 / 15" in gs.visible_text(page), (student, page)
+    assert "b_breaks" in log.getvalue() and "UnicodeEncodeError" in log.getvalue(), log.getvalue()

@@ -802,6 +802,23 @@ def test_the_sandbox_memory_and_process_caps_hold_for_all_its_processes(tmp_path
         assert forked < limits.processes and hit.get("processes"), (forked, hit)
 
 
+def test_without_cgroups_the_sandbox_falls_back_to_per_process_limits_and_says_so(tmp_path, monkeypatch) -> None:
+    """An instructor's laptop without root (no cgroup to write): the sandbox still runs, with per-process
+    limits, and the grading log's line says that a notebook can multiply them."""
+    from grader import reference
+
+    monkeypatch.setattr(sandbox.Cgroup, "_v2_parent", staticmethod(lambda: (None, "no v2 here")))
+    monkeypatch.setattr(sandbox.Cgroup, "_v1_parents", staticmethod(lambda: (None, "no v1 here")))
+    limits = sandbox.Limits()
+    assert sandbox.Cgroup.create(limits) is None
+    line = sandbox.enforcement(limits)
+    assert "NO cgroup (no v2 here; no v1 here)" in line and "per-process limits only" in line, line
+    lib = reference.view(tmp_path / "lib", None)
+    os.chmod(tmp_path, 0o755)
+    code, out = sandbox.run([sys.executable, "-c", "print('ran', 6 * 7)"], lib, limits, timeout=60)
+    assert code == 0 and "ran 42" in out, out
+
+
 @pytest.mark.xdist_group("security01")
 def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> None:
     """A runner that fails (say, a kernel that did not start on a busy machine) is no verdict on the student."""
