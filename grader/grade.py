@@ -381,9 +381,9 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
         notes.append(f"a cell ran past the {limits.cell_timeout_s:g} s limit per cell and did not stop when "
                      "interrupted, so the notebook was stopped there; tests after that point got no points")
     elif state.startswith("unreadable output"):
-        notes.append(f"your notebook sent output the grader could not read ({state.split(': ', 1)[-1][:60]}: "
-                     "nested too deeply, a number too long, or a message that is not the kernel's own), so the "
-                     "notebook was stopped there; tests after that point got no points")
+        notes.append(f"your notebook sent output the grader could not read ({state.split(': ', 1)[-1][:60]}), so "
+                     "the notebook was stopped there (output nested too deeply, a number too long, or a message "
+                     "sent past Jupyter's own display functions); tests after that point got no points")
     elif state.startswith("runner error"):
         notes.append(f"the notebook could not be run to its end twice ({state[len('runner error: '):][:80]}); tests "
                      "that had not run got no points: if your notebook does not cause this, tell your instructor, "
