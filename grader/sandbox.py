@@ -217,32 +217,41 @@ class Cgroup:
 
     @staticmethod
     def _v2_parent() -> tuple[Path | None, str]:
+        """The grader's cgroup v2 subtree: under ``$GRADER_CGROUP`` (delegated), else under the grader's own
+        cgroup, else (root, e.g. under systemd, whose own cgroup holds processes) under the hierarchy's root."""
         mounts = [m for m in _mounts() if m[1] == "cgroup2"]
         delegated = os.environ.get(CGROUP_ENV)
         if delegated:
-            base = Path(delegated)
+            bases = [Path(delegated)]
         elif mounts:
-            base = Path(mounts[0][0] + _own_cgroups().get("", "/"))
+            bases = [Path(mounts[0][0] + _own_cgroups().get("", "/"))]
+            if os.geteuid() == 0 and bases[0] != Path(mounts[0][0]):
+                bases.append(Path(mounts[0][0]))
         else:
             return None, "no cgroup v2 file system is mounted"
-        try:
-            controllers = set((base / "cgroup.controllers").read_text().split())
-        except OSError:
-            return None, f"cannot read {base}/cgroup.controllers"
-        if not {"memory", "pids"} <= controllers:
-            return None, f"the memory and pids controllers are not available in {base} (cgroup v2)"
-        parent = base / CGROUP_DIR
-        try:
-            parent.mkdir(exist_ok=True)
-            enabled = set((base / "cgroup.subtree_control").read_text().split())
-            if not {"memory", "pids"} <= enabled:
-                _write(base / "cgroup.subtree_control", "+memory +pids")
-            if not {"memory", "pids"} <= set((parent / "cgroup.subtree_control").read_text().split()):
-                _write(parent / "cgroup.subtree_control", "+memory +pids")
-        except OSError as exc:
-            return None, (f"cannot create cgroups under {base} ({exc.strerror or exc}); delegate one to the "
-                          f"grader (e.g. systemd-run --user -p Delegate=yes ...) and set {CGROUP_ENV} to it")
-        return parent, ""
+        why = ""
+        for base in bases:
+            try:
+                controllers = set((base / "cgroup.controllers").read_text().split())
+            except OSError:
+                why = f"cannot read {base}/cgroup.controllers"
+                continue
+            if not {"memory", "pids"} <= controllers:
+                why = f"the memory and pids controllers are not available in {base} (cgroup v2)"
+                continue
+            parent = base / CGROUP_DIR
+            try:
+                if not {"memory", "pids"} <= set((base / "cgroup.subtree_control").read_text().split()):
+                    _write(base / "cgroup.subtree_control", "+memory +pids")
+                parent.mkdir(exist_ok=True)
+                if not {"memory", "pids"} <= set((parent / "cgroup.subtree_control").read_text().split()):
+                    _write(parent / "cgroup.subtree_control", "+memory +pids")
+            except OSError as exc:
+                why = (f"cannot create cgroups under {base} ({exc.strerror or exc}); delegate one to the grader "
+                       f"(e.g. systemd-run --user -p Delegate=yes ...) and set {CGROUP_ENV} to it")
+                continue
+            return parent, ""
+        return None, why
 
     @staticmethod
     def _v1_parents() -> tuple[list[Path] | None, str]:

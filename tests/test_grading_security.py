@@ -802,6 +802,41 @@ def test_the_sandbox_memory_and_process_caps_hold_for_all_its_processes(tmp_path
         assert forked < limits.processes and hit.get("processes"), (forked, hit)
 
 
+def test_cgroup_v2_files_are_the_ones_the_kernel_reads(tmp_path, monkeypatch) -> None:
+    """The cgroup v2 path, on a delegated folder (``GRADER_CGROUP``) laid out as the kernel lays one out:
+    the grader enables the controllers, writes memory.max and pids.max in the sandbox's own cgroup, joins it
+    through cgroup.procs, and reads memory.events and pids.events for the student's note. (This machine's
+    memory and pids controllers are on cgroup v1, which the graded classes above use.)"""
+    base = tmp_path / "delegated"
+    base.mkdir()
+    (base / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (base / "cgroup.subtree_control").write_text("\n")
+    real_mkdir = Path.mkdir
+
+    def mkdir_like_cgroupfs(self, *args, **kwargs):  # cgroupfs fills a new cgroup with its files
+        real_mkdir(self, *args, **kwargs)
+        for name in ("cgroup.subtree_control", "cgroup.procs", "memory.events", "pids.events"):
+            if not (self / name).exists():
+                (self / name).write_text("")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_like_cgroupfs)
+    monkeypatch.setenv(sandbox.CGROUP_ENV, str(base))
+    assert sandbox.Cgroup.support() == ("v2", "")
+    limits = sandbox.Limits(processes=48, sandbox_memory_bytes=300 * 2**20)
+    cgroup = sandbox.Cgroup.create(limits)
+    folder = cgroup.folders[0]
+    assert cgroup.kind == "v2" and folder.parent == base / sandbox.CGROUP_DIR
+    assert "memory" in (base / "cgroup.subtree_control").read_text()
+    assert (folder / "memory.max").read_text() == str(300 * 2**20) and (folder / "pids.max").read_text() == "48"
+    assert str(folder / "cgroup.procs") in cgroup.join_command()
+    assert cgroup.hit() == {"memory": False, "processes": False}
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n")
+    (folder / "pids.events").write_text("max 3\n")
+    assert cgroup.hit() == {"memory": True, "processes": True}
+    note = sandbox.limits_note(cgroup.hit(), limits)
+    assert "more than 300 MiB of memory" in note and "more than 48 processes" in note, note
+
+
 def test_without_cgroups_the_sandbox_falls_back_to_per_process_limits_and_says_so(tmp_path, monkeypatch) -> None:
     """An instructor's laptop without root (no cgroup to write): the sandbox still runs, with per-process
     limits, and the grading log's line says that a notebook can multiply them."""
