@@ -910,7 +910,9 @@ def test_nothing_the_notebook_started_outlives_its_runner(tmp_path) -> None:
                     cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
                 except OSError:
                     continue
-                if f"{marker}.5".encode() in cmd or b"/tmp/.kernel/connection.json" in cmd:
+                # a kernel sandbox of this environment (another checkout's grading may run beside this test)
+                if f"{marker}.5".encode() in cmd or (b"/tmp/.kernel/connection.json" in cmd
+                                                     and sys.prefix.encode() in cmd):
                     if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                         found.append(cmd.decode(errors="replace").replace("\0", " "))
         return found
