@@ -663,10 +663,9 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
         raise SystemExit(f"no submission of {assignment} from {unknown} under {submitted}/")
     jobs = max(1, jobs or os.cpu_count() or 1)
     log = io.StringIO()
-    if not settings.unsafe and not scheduler:  # a distributed worker's sandbox is its machine's
-        log.write(sandbox.enforcement(limits) + "\n")
-        if sandbox.Cgroup.support()[0] is None:
-            print(f"warning: {sandbox.enforcement(limits)}", file=sys.stderr)
+    limits_line = "" if settings.unsafe or scheduler else sandbox.enforcement(limits) + "\n"  # for the log's end
+    if limits_line and sandbox.Cgroup.support()[0] is None:  # (a distributed worker's sandbox is its machine's)
+        print(f"warning: {limits_line.strip()}", file=sys.stderr)
     previous = load_results(course, assignment)
     results: dict[str, Result] = {f: r for f, r in previous.items() if f in students}  # kept unless regraded
     inputs = (source_path.read_bytes() + release_path.read_bytes() + GRADER_VERSION.encode()
@@ -761,7 +760,7 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
             "jobs": jobs, "scheduler": scheduler, "max_score": max_score}
     save_results(course, assignment, results, meta)
     write_csv(course, assignment, results)
-    write_atomic(course / "grades" / f"{assignment}.log", log.getvalue())
+    write_atomic(course / "grades" / f"{assignment}.log", log.getvalue() + limits_line)
     from grader import report
 
     report.write_assignment_report(course, assignment, source, results, meta)

@@ -389,12 +389,12 @@ def enforcement(limits: Limits) -> str:
     """One line for the grading log: how the sandbox's memory and process limits are enforced here."""
     kind, why = Cgroup.support()
     if kind is not None:
-        return (f"sandbox limits: cgroup {kind}, {limits.sandbox_memory_bytes // 2**20} MiB of memory and "
+        return (f"[sandbox limits] cgroup {kind}, {limits.sandbox_memory_bytes // 2**20} MiB of memory and "
                 f"{limits.processes} processes for each sandbox as a whole")
-    return (f"sandbox limits: NO cgroup ({why}); per-process limits only: {limits.memory_bytes // 2**20} MiB of "
+    return (f"[sandbox limits] NO cgroup ({why}), per-process limits only ({limits.memory_bytes // 2**20} MiB of "
             f"address space per process, {limits.processes} processes per sandbox uid"
-            + ("" if os.geteuid() == 0 else " (not enforced without root)")
-            + ": a notebook can hold that memory in each of its processes")
+            + ("" if os.geteuid() == 0 else ", not enforced without root")
+            + "), so a notebook can hold that memory in each of its processes")
 
 
 def limits_note(hit: dict, limits: Limits) -> str:

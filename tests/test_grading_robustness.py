@@ -167,7 +167,7 @@ def test_process_and_memory_limits_hold_for_the_whole_sandbox(graded) -> None:
     assert f"more than {SANDBOX_MIB} MiB" in page
     assert gs.full_marks(graded["results"]["z_good_after"], graded["by_hand"])
     log = (graded["course"] / "grades" / f"{AID}.log").read_text(encoding="utf-8")
-    assert f"sandbox limits: cgroup {graded['cgroup'][0]}, {SANDBOX_MIB} MiB of memory and {PROCESSES} processes" in log
+    assert f"[sandbox limits] cgroup {graded['cgroup'][0]}, {SANDBOX_MIB} MiB of memory and {PROCESSES} processes" in log
 
 
 def test_a_kernel_that_ignores_interrupts_costs_one_cell_timeout(graded) -> None:
