@@ -563,7 +563,7 @@ def fingerprint(course: Path, assignment: str, student: str, inputs: bytes) -> s
     folder = course / "submitted" / student / assignment
     try:
         for path in sorted(folder.iterdir()):
-            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:  # a large notebook is graded: its content counts
                 h.update(path.name.encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
     except OSError:
         return None

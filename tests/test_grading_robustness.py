@@ -234,3 +234,17 @@ def test_one_students_page_failing_never_stops_the_others(tmp_path, monkeypatch)
         page = (tmp_path / "feedback" / student / AID / f"{AID}.html").read_text(encoding="utf-8")
         assert f"note of {student}" in page and "Score: 3 / 15" in gs.visible_text(page), (student, page)
     assert "b_breaks" in log.getvalue() and "UnicodeEncodeError" in log.getvalue(), log.getvalue()
+
+
+def test_a_large_notebook_changed_is_graded_again(tmp_path) -> None:
+    """A notebook over 20 MB is graded now (outputs stripped), so its content is part of what decides
+    whether a rerun can keep the last result: a resubmission that changes it is never 'unchanged'."""
+    from grader.grade import MAX_NOTEBOOK_BYTES, fingerprint
+
+    folder = tmp_path / "submitted" / "s" / AID
+    folder.mkdir(parents=True)
+    path = folder / f"{AID}.ipynb"
+    path.write_bytes(b"a" * (MAX_NOTEBOOK_BYTES + 1000))
+    before = fingerprint(tmp_path, AID, "s", b"settings")
+    path.write_bytes(b"b" * (MAX_NOTEBOOK_BYTES + 1000))
+    assert fingerprint(tmp_path, AID, "s", b"settings") != before
