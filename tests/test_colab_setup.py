@@ -39,6 +39,7 @@ import pytest
 from tools import sync_notebooks as sync
 from tools.notebook_runner import ROOT
 
+pytestmark = pytest.mark.xdist_group("colab")  # one simulated Colab (clone, environment) for both tests
 NOTEBOOK = ROOT / "lessons" / "01_soft_attention" / "01_soft_attention_pytorch.ipynb"
 COURSE_DIST = "attention-course"  # the course's own distribution: the only one the cell may add
 
@@ -144,7 +145,10 @@ def _run_on_colab(colab: dict, nb, extra_env: dict | None = None) -> None:
     from grader.steady import SteadyClient
 
     tmp_path = colab["tmp"]
-    env = {"JUPYTER_PATH": str(tmp_path / "jupyter"), "PYTHONPATH": str(colab["fake"]),
+    # Jupyter's data files (nbconvert's templates, which the grader's feedback page uses) of the
+    # preinstalled packages, where Colab's own Python keeps them.
+    jupyter_path = os.pathsep.join([str(tmp_path / "jupyter"), str(Path(sys.prefix) / "share" / "jupyter")])
+    env = {"JUPYTER_PATH": jupyter_path, "PYTHONPATH": str(colab["fake"]),
            "FAKE_COLAB_FLAG": str(tmp_path / "widget-manager-enabled"),
            "COURSE_PROFILE": "smoke", "MPLBACKEND": "Agg", "TQDM_DISABLE": "1",
            "COURSE_THREADS": "1", "OMP_NUM_THREADS": "1", **(extra_env or {})}
