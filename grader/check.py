@@ -303,7 +303,7 @@ def check(assignment: str, notebook: Path | None = None, course: Path = ROOT, ou
         ex = Exercise(title)
         for gid in test_ids:
             max_points = float(_meta(release_cells[gid]).get("points", 0))
-            points, _, message = result.tests.get(gid, (0.0, max_points, ""))
+            points, _, message = result.tests.get(gid, (0.0, max_points, "not checked: the notebook could not be graded"))
             ran = all_tests or gid not in hidden
             ex.tests.append(Test(gid, points if ran else 0.0, max_points, message if ran else "", gid in hidden, ran))
         for gid in written_ids:
