@@ -218,13 +218,11 @@ def refuse_plain(address: str, where: str) -> None:
 def connect(address: str):
     """A distributed Client for ``address``: TLS with the cluster's certificates for tls://, and a plain
     scheduler only on this machine's loopback (see ``refuse_plain``)."""
-    import cloudpickle
     from distributed import Client
     from distributed.comm import parse_address
 
     scheme = parse_address(address)[0]
     refuse_plain(address, "at")
-    cloudpickle.register_pickle_by_value(_on_worker)  # client.run(check) travels by value too
     client = Client(address, timeout=60, security=_security(scheme))
     try:
         refuse_plain(client.scheduler_info()["address"], "listening at")  # e.g. a 0.0.0.0 scheduler reached on 127.0.0.1
@@ -236,6 +234,9 @@ def connect(address: str):
 
 def check_workers(client) -> None:
     """Every worker can import this grader from the shared course folder (else: which, and why)."""
+    import cloudpickle
+
+    cloudpickle.register_pickle_by_value(_on_worker)  # the check travels by value too
     problems = {w: why for w, why in client.run(_on_worker.check, str(ROOT)).items() if why}
     if problems:
         raise SystemExit("these Dask workers cannot grade:\n" + "\n".join(f"  {w}: {why}" for w, why in problems.items()))
