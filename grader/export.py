@@ -49,8 +49,16 @@ from traitlets import Bool, Dict, Unicode
 from grader import csvsafe
 
 
-class ProvisionalScores(ValueError):
-    """Scores whose written answers wait for hand grading, refused by the export."""
+class ProvisionalScores(SystemExit):
+    """Scores whose written answers wait for hand grading, refused by the export (exit status 2, the
+    reason in the log, no traceback)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(2)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
 
 
 def waits_for_hand_grading(submission) -> bool:
@@ -123,10 +131,11 @@ class RosterExport(ExportPlugin):
             rows.append(self.lead(row) + scores)
         if provisional and not self.allow_provisional:
             listed = "; ".join(f"{student}: {name}" for student, name in provisional)
-            raise ProvisionalScores(
-                f"{len(provisional)} provisional score(s), whose written answers are not graded by hand yet: "
-                f"{listed}. Grade them in the formgrader (then make feedback ASSIGNMENT=<id>), or export the "
-                "provisional scores anyway with --allow-provisional (make export ... ALLOW_PROVISIONAL=1).")
+            message = (f"{len(provisional)} provisional score(s), whose written answers are not graded by hand yet: "
+                       f"{listed}. Grade them in the formgrader (then make feedback ASSIGNMENT=<id>), or export the "
+                       "provisional scores anyway with --allow-provisional (make export ... ALLOW_PROVISIONAL=1).")
+            self.log.error("Nothing exported: %s", message)
+            raise ProvisionalScores(message)
         dest = Path(self.to or self.default_to)
         with dest.open("w", newline="", encoding="utf-8") as fh:
             writer = csvsafe.writer(fh)
