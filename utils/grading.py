@@ -333,7 +333,7 @@ def check_own_code(fn: Callable, forbidden: Sequence[str], name: str | None = No
 # notebook is itself being run by a machine: in a grading kernel (the grader sets
 # COURSE_GRADING), in the grader's replay, under nbgrader (autograde and validate start
 # their kernels with an in-memory history file) or in a headless run of the course's
-# tools (COURSE_SELF_CHECK=off), so a check never starts a check.
+# tools, which set COURSE_SELF_CHECK=off; so a check never starts a check.
 SELF_CHECK_ENV, GRADING_ENV = "COURSE_SELF_CHECK", "COURSE_GRADING"
 # What the grader needs beyond the course's package (pyproject.toml's dev extra); Colab lacks them.
 GRADER_REQUIREMENTS = ("nbclient>=0.8", "nbformat>=5.9", "nbgrader>=0.9.6", "nh3>=0.2.15")
@@ -460,7 +460,7 @@ def _show_page_link(page: str) -> None:
         return
     try:
         href = Path(os.path.relpath(page, Path.cwd())).as_posix()
-    except ValueError:  # another drive (Windows)
+    except ValueError:  # another drive, on Windows
         href = Path(page).as_uri()
     display(HTML(f'<p><a href="{html.escape(href)}" target="_blank">Open the feedback page</a> '
                  f"(<code>{html.escape(page)}</code>)</p>"))
