@@ -7,7 +7,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
-RUN := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python
+# The environment's bin folder first on PATH (nbgrader runs `alembic` from it), whether VENV is
+# relative to the course folder (the default, .venv) or an absolute path (another environment).
+RUN := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python
 PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=30
 ASSIGNMENT ?=
 PROFILE ?= cpu
@@ -114,4 +116,4 @@ hub: install $(HUB_DEPS)
 	deploy/setup_exchange.sh "$(or $(EXCHANGE),/srv/nbgrader/exchange)" attention-course "$(firstword $(subst $(comma), ,$(INSTRUCTORS)))" "$(or $(GRADERS),attention-graders)"
 	COURSE_STUDENTS="$(STUDENTS)" COURSE_INSTRUCTORS="$(INSTRUCTORS)" HUB_TRIAL_PASSWORD="$(PASSWORD)" \
 		HUB_PORT="$(or $(PORT),8000)" COURSE_EXCHANGE="$(or $(EXCHANGE),/srv/nbgrader/exchange)" \
-		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyterhub -f deploy/jupyterhub_config.py
+		PATH="$(abspath $(BIN)):$$PATH" $(BIN)/jupyterhub -f deploy/jupyterhub_config.py
