@@ -40,7 +40,13 @@ from pathlib import Path
 # The objects are added right after, by nbgrader (its cascade): nothing is lost. The cause is in
 # nbgrader, not here, so only that warning, from nbgrader's gradebook module, is silenced.
 NBGRADER_AUTOFLUSH_WARNING = r"Object of type <\w+> not in session, add operation along '[\w.]+' will not proceed"
-warnings.filterwarnings("ignore", message=NBGRADER_AUTOFLUSH_WARNING, module=r"nbgrader\.api")
+
+
+def _quiet_nbgrader() -> None:
+    warnings.filterwarnings("ignore", message=NBGRADER_AUTOFLUSH_WARNING, module=r"nbgrader\.api")  # no duplicates
+
+
+_quiet_nbgrader()
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple, "Configured"] = {}
@@ -117,6 +123,7 @@ def opened(course: Path):
 
     where = configured(course)
     _alembic_reachable()
+    _quiet_nbgrader()  # again: a caller (pytest, a notebook) may have reset the filters since the import
     with Gradebook(where.db_url, where.course_id) as gb:
         yield gb
 
