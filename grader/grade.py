@@ -272,6 +272,11 @@ def failed_task(course: Path, assignment: str, student: str, why: str) -> Result
     path, _ = find_submission(folder, assignment)
     result = Result(student, status="failed", note=why, interrupted=why)
     result.timestamp, _ = submission_time(folder, path)
+    try:
+        if path is not None and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+            result.submission = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        pass
     return result
 
 
