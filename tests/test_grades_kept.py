@@ -39,21 +39,25 @@ BEN_WROTE = "1. The scaled scores keep the same order, so the same key wins. 2. 
 
 
 class DoomedOnWorker(WorkerPlugin):
-    """On every Dask worker (a restarted one too): grading a student named "die" kills the worker
-    mid-student (after it has prepared the assignment), one named "raise" fails; every time."""
+    """On every Dask worker (a restarted one too): grading a student whose fate is "die" kills the worker
+    mid-student (after it has prepared the assignment), "raise" fails; every time. Each attempt is
+    written to ``tally`` (a line with the student's id)."""
 
     name = "doomed-students"
 
-    def __init__(self, fates: dict[str, str]) -> None:
-        self.fates = dict(fates)
+    def __init__(self, fates: dict[str, str], tally: str) -> None:
+        self.fates, self.tally = dict(fates), tally
 
     def setup(self, worker) -> None:
         import grader.grade as on_worker
         from grader import distributed as prepared
 
-        real, fates = on_worker.grade_one, self.fates
+        real, fates, tally = on_worker.grade_one, self.fates, self.tally
 
         def doomed(student, *args, **kwargs):
+            if student in fates:
+                with open(tally, "a") as fh:
+                    fh.write(student + "\n")
             if fates.get(student) == "die":
                 for view in prepared._VIEWS.values():  # what the worker's exit would have removed
                     shutil.rmtree(view[2], ignore_errors=True)
@@ -261,7 +265,7 @@ def test_the_gradebook_is_the_configured_one(story) -> None:
     assert view.get_submission(AID, "ben")["needs_manual_grade"]
 
 
-def test_a_worker_killed_mid_student_and_a_task_that_fails_twice_keep_the_good_results(story) -> None:
+def test_a_worker_killed_mid_student_and_a_task_that_fails_twice_keep_the_good_results(story, tmp_path) -> None:
     import dask
     import distributed
 
@@ -273,11 +277,13 @@ def test_a_worker_killed_mid_student_and_a_task_that_fails_twice_keep_the_good_r
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
         with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                       dashboard_address=":0") as cluster, distributed.Client(cluster) as client:
-            client.register_plugin(DoomedOnWorker({"ann": "die", "ben": "raise"}))
+            tally = tmp_path / "attempts.txt"
+            client.register_plugin(DoomedOnWorker({"ann": "die", "ben": "raise"}, str(tally)))
             for student in ("ann", "ben"):
                 grade(AID, course, unsafe=UNSAFE, students=[student], scheduler=cluster.scheduler_address)
                 logs[student] = (course / "grades" / f"{AID}.log").read_text(encoding="utf-8")
     after = _snapshot(course, url, cell)
+    assert sorted(tally.read_text().split()) == ["ann", "ben", "ben"], tally.read_text()  # ben's task: tried twice
     assert after["pages"] == before["pages"] and after["hand"] == before["hand"]
     for student, why in (("ann", "KilledWorker"), ("ben", "RuntimeError")):
         row, old = after["rows"][student], before["rows"][student]
