@@ -175,7 +175,8 @@ def test_regrading_one_student_leaves_the_others_and_an_unchanged_rerun_runs_not
     before = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open())}
     assert set(before) == set(term["results"]) and before["alice"]["score"] == "12"
     log = (course / "grades" / f"{AID}.log").read_text()
-    assert [line.split(": ")[0] for line in log.splitlines()] == ["frank_late"], log  # only frank was graded again
+    graded = [line.split(": ")[0] for line in log.splitlines() if ": " in line]  # (the sandbox's line has none)
+    assert graded == ["frank_late"], log  # only frank was graded again
     # a rerun of everyone: nothing changed, nothing runs
     grade(AID, course, jobs=2, unsafe=UNSAFE)
     log = (course / "grades" / f"{AID}.log").read_text()
