@@ -17,7 +17,7 @@ LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
 comma := ,
 
-.PHONY: hub hub-deps hub-env install lab test assignments grade feedback report similarity export bench compat clean-grading book book-deps
+.PHONY: hub hub-deps hub-env install lab test assignments grade feedback report similarity export dask-certs bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -48,7 +48,13 @@ assignments: install
 grade: install
 	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id> [JOBS=N]  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
 	$(RUN) -m grader "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe) \
-		$(if $(STUDENT),--student "$(STUDENT)") $(if $(FORCE),--force) $(if $(SCHEDULER),--scheduler "$(SCHEDULER)")
+		$(if $(STUDENT),--student "$(STUDENT)") $(if $(FORCE),--force) $(if $(SCHEDULER),--scheduler "$(SCHEDULER)") \
+		$(if $(TLS),--tls-ca-file "$(TLS)/ca.pem" --tls-cert "$(TLS)/cert.pem" --tls-key "$(TLS)/key.pem")
+
+# The Dask cluster's TLS files (grader/distributed.py): dask-tls/ca.pem, cert.pem, key.pem (owner-only folder).
+# Whoever holds key.pem runs code as root on the workers.
+dask-certs: install
+	$(RUN) -m grader.distributed --certificates $(or $(TLS),dask-tls)
 
 # After grading the written answers by hand in nbgrader's formgrader: the final CSV and feedback
 # pages (with your comments), from the gradebook; no notebook runs again.
@@ -64,11 +70,11 @@ similarity: install
 	$(RUN) -m grader.similarity "$(ASSIGNMENT)" $(if $(THRESHOLD),--threshold $(THRESHOLD))
 
 # Grades for the LMS, through nbgrader's exporter plug-ins (grader/export.py):
-#   make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv]
+#   make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv] [ALLOW_PROVISIONAL=1]  (provisional scores: refused unless allowed)
 export: install
-	@test -n "$(ROSTER)" || { echo "usage: make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv]"; exit 2; }
-	$(RUN) -m nbgrader export --exporter=grader.export.$(if $(filter moodle,$(LMS)),Moodle,Canvas)Export \
-		--$(if $(filter moodle,$(LMS)),Moodle,Canvas)Export.roster="$(ROSTER)" $(if $(TO),--to="$(TO)")
+	@test -n "$(ROSTER)" || { echo "usage: make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv] [ALLOW_PROVISIONAL=1]"; exit 2; }
+	$(RUN) -m grader.export $(if $(filter moodle,$(LMS)),moodle,canvas) --roster "$(ROSTER)" $(if $(TO),--to "$(TO)") \
+		$(if $(ALLOW_PROVISIONAL),--allow-provisional)
 
 # The term so far: grades/report/index.html (the class) and one page per student, from every graded assignment.
 report: install

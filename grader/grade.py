@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import csv
 import hashlib
 import io
 import json
@@ -56,7 +55,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import gradebook, late, pages, plan, reference, sandbox
+from grader import csvsafe, gradebook, late, pages, plan, reference, sandbox
 from grader.feedback import write_atomic
 from grader.replay import clean_text
 from grader.workers import Workers, memory_limit, trusted_env
@@ -917,7 +916,7 @@ def write_csv(course: Path, assignment: str, results: dict[str, Result]) -> None
     if grades.exists() and not grades.is_dir():
         grades.unlink()
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csvsafe.writer(out)  # no cell a spreadsheet would run as a formula
     writer.writerow(CSV_COLUMNS)
     for key in sorted(results):
         r = results[key]
@@ -1043,13 +1042,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="grade again submissions that have not changed since the last run")
     parser.add_argument("--scheduler", default=None,
-                        help="a Dask scheduler's address (tcp://host:8786): grade on its workers")
+                        help="a Dask scheduler's address (tls://host:8786, or tcp://127.0.0.1:8786): grade on its workers")
+    parser.add_argument("--tls-ca-file", default=None, help="the Dask cluster's CA certificate (make dask-certs)")
+    parser.add_argument("--tls-cert", default=None, help="the grader's certificate for the Dask cluster")
+    parser.add_argument("--tls-key", default=None, help="the grader's private key for the Dask cluster")
+    parser.add_argument("--insecure-scheduler", action="store_true",
+                        help="accept a plain tcp:// scheduler off this machine (no encryption, no authentication)")
     parser.add_argument("--course", type=Path, default=ROOT, help="the course folder (default: the one holding this grader)")
     parser.add_argument("--after-hand-grading", action="store_true",
                         help="write the final CSV and feedback pages from the gradebook (after grading by hand "
                              "in the formgrader); runs no notebook")
     args = parser.parse_args(argv)
     start = time.monotonic()
+    if args.scheduler:
+        from grader import distributed
+
+        distributed.configure(args.scheduler, args.tls_ca_file, args.tls_cert, args.tls_key, args.insecure_scheduler)
     if args.after_hand_grading:
         results = after_hand_grading(args.assignment, args.course, args.jobs)
     else:

@@ -543,7 +543,7 @@ def test_own_cells_are_kept_in_place(attacked) -> None:
 
 
 def test_pages_are_safe_to_open(attacked) -> None:
-    """No script (but the grader's MathJax loader), no event handler, no javascript: link in any page
+    """No script at all, no event handler, no javascript: link, nothing loaded from outside in any page
     or autograded notebook, whatever the student's markdown held; and its maths bomb was cut."""
     course, aid = attacked["course"], attacked["id"]
     pages = sorted(course.glob(f"feedback/*/{aid}/{aid}.html"))
@@ -552,8 +552,10 @@ def test_pages_are_safe_to_open(attacked) -> None:
         found = _Elements()
         found.feed(page.read_text(encoding="utf-8"))
         scripts = [attrs for tag, attrs in found.elements if tag == "script"]
-        assert len(scripts) == 2 and dict(scripts[1]).get("src", "").startswith("https://cdn.jsdelivr.net/npm/mathjax@3/"), page
-        assert "window.MathJax" in found.script_text and "ui/safe" in found.script_text, page
+        assert not scripts and not found.script_text, page
+        for tag, attrs in found.elements:
+            if tag in ("img", "link", "iframe", "source", "video", "audio"):
+                assert all(v.startswith("data:image/") for n, v in attrs if n in ("src", "href") and v), (page, attrs)
         for tag, attrs in found.elements:
             for name, value in attrs:
                 assert not name.lower().startswith("on"), (page, tag, name)
