@@ -300,7 +300,7 @@ def test_csv_columns_are_those_the_readme_and_the_docstring_list(story) -> None:
     texts["grader/grade.py"] = grading.__doc__
     assert "grades/<id>.csv" in "".join(texts.values())
     for name, text in texts.items():
-        for found in re.findall(r"grades/<id>\.csv`*\s*\((?:columns\s+)?([a-z_, \n]+?)[):]", text):
+        for found in re.findall(r"grades/<id>\.csv`*\s*\((?:columns\s+)?([a-z_, \n]+?)[);:]", text):
             assert [c.strip() for c in found.split(",")] == CSV_COLUMNS, (name, found)
 
 
