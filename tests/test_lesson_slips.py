@@ -339,3 +339,22 @@ def test_the_year_check_sees_a_stray_year() -> None:
                          "c": "Press and Wolf (2016) and Press, Smith and Lewis (2021)."})
     assert found["Devlin et al., BERT (NAACL)"] == {"2019": ["a"], "2018": ["b"]}
     assert found["Press et al., ALiBi (ICLR)"] == {"2021": ["c"]}, "Press and Wolf (2016) is another paper"
+
+
+def test_lesson_4_writes_its_attention_layer_from_lesson_1() -> None:
+    """Issue 41, item 4: lesson 4 called att.MultiHeadAttention and att.causal_mask before lesson 5
+    writes them, and its rotary branch reached into the layer's w_qkv / w_o. It now writes a
+    one-head layer (its own projections and causal mask) around lesson 1's attention."""
+    for fw in FRAMEWORKS:
+        nb = _lesson_nb("04_positional_encoding", fw)
+        tree = ast.parse("\n\n".join(c.source for c in nb.cells if c.cell_type == "code"))
+        dotted = {f"{n.value.id}.{n.attr}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)}
+        attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        early = {"att.MultiHeadAttention", "att.causal_mask"} & dotted
+        assert not early, f"lesson 4 ({fw}) uses {sorted(early)}, which lesson 5 writes"
+        reached = {"w_qkv", "b_qkv"} & attributes
+        assert not reached, f"lesson 4 ({fw}) reaches into a package layer's {sorted(reached)}"
+        assert "att.scaled_dot_product_attention" in dotted, f"lesson 4 ({fw}) should attend with lesson 1's function"
+        written = {n.name for n in ast.walk(tree) if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        assert {"CausalSelfAttention", "causal_mask"} <= written, f"lesson 4 ({fw}) should write its layer and mask"

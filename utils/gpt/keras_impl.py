@@ -1,7 +1,8 @@
 """Keras 3 twin of the GPT (same names and signatures as torch_impl).
 
 What lesson 8 writes step by step, with what the lesson leaves out: input checks,
-grouped key-value heads, the KV cache in every layer, training, evaluation and
+grouped key-value heads, the KV cache in every layer, the training loop (the lesson writes its step
+and checks it against ``train_gpt``'s first losses), evaluation and
 generation. Written with ``keras.ops``; the blocks reuse lesson 6's ``LayerNorm``
 and ``FeedForward`` (``utils.transformer``), with GPT-2's GELU.
 
@@ -310,7 +311,9 @@ def train_gpt(
 ) -> dict[str, list]:
     """Next-token training on windows of max_len + 1 tokens cut at random places of ``ids``.
 
-    Adam (0.9, 0.99, eps 1e-8), ``lr_schedule`` (warm-up, then cosine to lr / 10),
+    Adam (0.9, 0.99, eps 1e-8, added where each library adds it: PyTorch to sqrt(v_hat),
+    Keras to sqrt(v) before the bias correction, so the twins drift apart by rounding and a
+    little more), ``lr_schedule`` (warm-up, then cosine to lr / 10),
     gradients clipped at global norm 1. The window starts come from a NumPy generator
     seeded with ``seed``, so both twins train on the same batches. Runs in the course's
     loop (``utils.training.train_loop``), ``eval_every`` steps to an "epoch"; after
