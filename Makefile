@@ -7,7 +7,9 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.course-installed
-RUN := PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python
+# The environment's bin folder first on PATH (nbgrader runs `alembic` from it), whether VENV is
+# relative to the course folder (the default, .venv) or an absolute path (another environment).
+RUN := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python
 PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=30
 ASSIGNMENT ?=
 PROFILE ?= cpu

@@ -28,8 +28,10 @@ imports the grader from there, and a check on every worker before the first
 task says which worker cannot see it.
 
 A task whose worker dies is run again on another worker by the scheduler; a
-task that fails (an exception in the grader on that worker) is retried once,
-then that student, and only that student, gets a row saying so.
+task that fails (an exception in the grader on that worker) is retried once.
+A task that still fails (or whose workers keep dying) is an interruption, not a
+verdict: that student's last good result, row, page and gradebook record stay,
+with a note saying so (without one, the student gets a row saying so).
 """
 from __future__ import annotations
 
@@ -110,7 +112,7 @@ def grade_students(scheduler, settings, students: list[str], progress: bool) -> 
     distributed Client); their outcomes, keyed by student."""
     from distributed import Client, as_completed
 
-    from grader.grade import Result, progress_bar
+    from grader.grade import failed_task, progress_bar
 
     client = scheduler if isinstance(scheduler, Client) else connect(scheduler)
     run = uuid.uuid4().hex[:8]
@@ -128,7 +130,9 @@ def grade_students(scheduler, settings, students: list[str], progress: bool) -> 
                 result, text = future.result()
                 outcomes[student] = (result, nbformat.reads(text, as_version=4) if text else None)
             except Exception as exc:  # noqa: BLE001 - one student's task, not the run
-                outcomes[student] = (Result(student, status="failed", note=(
+                # its worker died each time, or it failed twice: an interruption, not a verdict (an earlier
+                # good result of this student stays; grader.grade.keep_beside)
+                outcomes[student] = (failed_task(settings.course, settings.assignment, student, (
                     f"the grader failed on this notebook on a worker ({type(exc).__name__}: {str(exc)[:200]}); "
                     "grade it again")), None)
             bar.update(1)

@@ -2,8 +2,8 @@
 
     python -m grader.feedback --serve    (one JSON job per line on stdin, one answer per line)
 
-A job is ``{"course": <folder>, "assignment": <id>, "student": <id>, "notebook": <autograded
-notebook>, "out": <page to write>}``. The page is rendered as ``nbgrader
+A job is ``{"db_url": <the course's gradebook>, "assignment": <id>, "student": <id>, "notebook":
+<autograded notebook>, "out": <page to write>}``. The page is rendered as ``nbgrader
 generate_feedback`` renders it (its template, its ``GetGrades`` preprocessor reading
 the scores and the instructor's comments from the gradebook), with explicit paths
 (any student id works, none is a glob pattern), then rebuilt by
@@ -51,7 +51,7 @@ def render(job: dict, exporter) -> None:
 
     nb = nbformat.read(job["notebook"], as_version=4)
     resources = {"nbgrader": {"student": job["student"], "assignment": job["assignment"], "notebook": job["assignment"],
-                              "db_url": f"sqlite:///{Path(job['course']) / 'gradebook.db'}"}}
+                              "db_url": job["db_url"]}}
     page, _ = exporter.from_notebook_node(nb, resources=resources)
     write_atomic(Path(job["out"]), sanitize_page(page, f"{job['assignment']}: feedback"))
 

@@ -26,7 +26,8 @@ Submissions are read from ``submitted/<student>/<assignment>/`` (where
    (the student's code, markdown made inert, and the grader's verdicts; no output
    of student code, no hidden test), ``feedback/<student>/<id>/<id>.html``
    (nbgrader's feedback template, sanitized) and ``grades/<id>.csv`` (columns
-   student, score, max_score, status, note), written atomically.
+   student, score, max_score, late_penalty, status, note: the score after the
+   late penalty, the penalty beside it), written atomically.
 
 Every step has a time and memory limit; nothing a submission does can change
 another student's result or stop the run. Without a working sandbox the command
@@ -54,7 +55,7 @@ from pathlib import Path
 
 import nbformat
 
-from grader import csvsafe, late, pages, plan, reference, sandbox
+from grader import csvsafe, gradebook, late, pages, plan, reference, sandbox
 from grader.feedback import write_atomic
 from grader.replay import clean_text
 from grader.workers import Workers, memory_limit, trusted_env
@@ -82,6 +83,9 @@ class Result:
     penalty: float = 0.0  # late penalty (points off; the CSV's score is score - penalty)
     fingerprint: str | None = None  # what the result depends on (grader.grade.fingerprint)
     seconds: float = 0.0  # wall time of this student's grading
+    submission: str | None = None  # the submission's identity: a hash of the submitted notebook
+    answers: dict = field(default_factory=dict)  # hand-graded cell -> a hash of the student's answer
+    interrupted: str = ""  # why the grader could not finish (a crash, a lost worker); empty: it did
 
 
 def _meta(cell) -> dict:
@@ -287,6 +291,58 @@ class Settings:
     lib: Path  # the assignment's view of utils
 
 
+def submission_time(folder: Path, notebook: Path | None) -> tuple[datetime, str]:
+    """When a submission was handed in (naive UTC, as nbgrader keeps it), and a note if it had to be guessed.
+
+    nbgrader's ``timestamp.txt`` when it is there and readable; otherwise the time the notebook
+    arrived in ``submitted/`` (its modification time: ``nbgrader collect`` and ``cp`` set it then),
+    never the time of grading, so grading again changes nothing.
+    """
+    stamp = folder / "timestamp.txt"
+    why = "no timestamp.txt"
+    if stamp.is_file() and not stamp.is_symlink() and stamp.stat().st_size < 200:
+        try:
+            from nbgrader.utils import parse_utc
+
+            return parse_utc(stamp.read_text(encoding="utf-8").strip()).replace(tzinfo=None), ""
+        except Exception:  # noqa: BLE001 - unreadable: the arrival time, said in the note
+            why = "an unreadable timestamp.txt"
+    elif stamp.exists() or stamp.is_symlink():
+        why = "a timestamp.txt that is not a small plain file"
+    arrived = notebook if notebook is not None else folder
+    try:
+        seconds = arrived.lstat().st_mtime
+    except OSError:
+        seconds = folder.lstat().st_mtime if folder.exists() else 0.0
+    when = datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)
+    return when, (f"{why}: submitted when the notebook arrived in submitted/ ({when:%Y-%m-%d %H:%M:%S} UTC)")
+
+
+def failed_task(course: Path, assignment: str, student: str, why: str) -> Result:
+    """The row of a student whose grading the grader could not finish (it crashed, its worker was lost):
+    the submission's own time, and the reason, as an interruption (an earlier good result stays)."""
+    folder = course / "submitted" / student / assignment
+    path, _ = find_submission(folder, assignment)
+    result = Result(student, status="failed", note=why, interrupted=why)
+    result.timestamp, _ = submission_time(folder, path)
+    result.submission = submission_hash(path) if path is not None else None
+    return result
+
+
+def submission_hash(path: Path) -> str | None:
+    """A submission's identity: a hash of the notebook file as handed in (None if it cannot be read whole)."""
+    h = hashlib.sha256()
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            return None
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
 def run_sandboxed(cells: list[dict], settings: Settings, work: Path) -> dict:
     """Run the student's code (grader.runner in its own trusted process); its result, or a state."""
     job, result_path = work / "job.json", work / "result.json"
@@ -314,20 +370,15 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
     """Everything for one student; returns the result and the notebook to record (or None)."""
     aid, course = settings.assignment, settings.course
     result = Result(student)
-    stamp = course / "submitted" / student / aid / "timestamp.txt"
-    if stamp.is_file() and not stamp.is_symlink() and stamp.stat().st_size < 200:
-        try:
-            from nbgrader.utils import parse_utc
-
-            result.timestamp = parse_utc(stamp.read_text().strip()).replace(tzinfo=None)
-        except Exception:  # noqa: BLE001 - an unreadable timestamp counts as "now"
-            pass
-    path, note = find_submission(course / "submitted" / student / aid, aid)
-    notes = [note] if note else []
+    folder = course / "submitted" / student / aid
+    path, note = find_submission(folder, aid)
+    result.timestamp, when = submission_time(folder, path)
+    notes = [n for n in (note, when) if n]
     if path is None:
-        result.status, result.note = "failed", note
+        result.status, result.note = "failed", "; ".join(notes)
         return result, None
     try:
+        result.submission = submission_hash(path)
         submitted, read_notes = read_submission(path)
         runnable, shown, repair_notes, _ = repair(submitted, release, source)
     except TooLarge as exc:
@@ -338,6 +389,8 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
         result.note = f"{file_name(path)} is not a valid notebook ({type(exc).__name__}: {clean_text(exc, set(), 150)})"
         return result, None
     notes += read_notes + repair_notes
+    result.answers = {gid: gradebook.answer_hash(c.source) for c in runnable.cells
+                      if (gid := _meta(c).get("grade_id")) in manual_cells(source)}
     if repair_notes or note:
         backup = course / "grading_backups" / student / aid
         backup.mkdir(parents=True, exist_ok=True)
@@ -366,6 +419,7 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
         why = (answer.get("error") or "").strip().splitlines()
         result.note = ("the grader could not check this notebook in time (tell your instructor)" if answer.get("timeout")
                        else "the grader could not check this notebook (tell your instructor): " + (why[-1][:200] if why else ""))
+        result.interrupted = result.note
         return result, None
     verdicts = answer["results"] if isinstance(answer.get("results"), dict) else {}
 
@@ -387,6 +441,7 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
         notes.append(f"the notebook could not be run to its end twice ({state[len('runner error: '):][:80]}); tests "
                      "that had not run got no points: if your notebook does not cause this, tell your instructor, "
                      "who can grade it again")
+        result.interrupted = f"the notebook could not be run to its end twice ({state[len('runner error: '):][:80]})"
     hit = outcome.get("limits_hit") if isinstance(outcome.get("limits_hit"), dict) else {}
     if sandbox.limits_note(hit, limits):
         notes.append(sandbox.limits_note(hit, limits) + "; tests that did not run got no points")
@@ -429,10 +484,10 @@ def _nbgrader(course: Path, *args: str, timeout: int = 600) -> subprocess.Comple
 
 def ensure_gradebook(course: Path, assignment: str) -> str | None:
     """Make sure the gradebook knows the assignment and its cells (a fresh clone has no gradebook)."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     try:
-        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        with gradebook.opened(course) as gb:
             a = gb.find_assignment(assignment)
             if a.notebooks and a.max_score > 0:
                 return None
@@ -457,17 +512,18 @@ def manual_cells(source) -> list[str]:
 
 
 def record_gradebook(course: Path, assignment: str, result: Result, manual: list[str]) -> None:
-    """The automatic scores; the hand-graded cells keep the instructor's grades and comments unless the
-    submission changed since (then they wait for hand grading again)."""
-    from nbgrader.api import Gradebook, MissingEntry
-
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    """The automatic scores; each hand-graded cell keeps the instructor's grade and comment while the
+    student's answer in it is unchanged. A changed answer waits for hand grading again, its old grade and
+    comment set aside first in grades/hand-grades/<id>.json (grader/gradebook.py)."""
+    ledger = gradebook.load_ledger(course, assignment)
+    given_to = ledger["graded"].setdefault(result.student, {})
+    # The gradebook keeps the time nbgrader itself reads (timestamp.txt; none without one), so the
+    # formgrader counts the submission as autograded; a time the grader had to take from the file's
+    # arrival is the grader's own (the late penalty, the note).
+    _, guessed = submission_time(course / "submitted" / result.student / assignment, None)
+    with gradebook.opened(course) as gb:
         gb.update_or_create_student(result.student)
-        try:
-            before = gb.find_submission(assignment, result.student).timestamp
-        except MissingEntry:
-            before = None
-        gb.update_or_create_submission(assignment, result.student, timestamp=result.timestamp)
+        gb.update_or_create_submission(assignment, result.student, timestamp=None if guessed else result.timestamp)
         for gid, (points, _, _) in result.tests.items():
             grade = gb.find_grade(gid, assignment, assignment, result.student)
             grade.auto_score = points
@@ -476,21 +532,29 @@ def record_gradebook(course: Path, assignment: str, result: Result, manual: list
             grade.needs_manual_grade = False
         for gid in manual:
             grade = gb.find_grade(gid, assignment, assignment, result.student)
-            if before is not None and before != result.timestamp:
-                grade.manual_score = grade.extra_credit = None  # a new submission: grade it again
+            new, before = result.answers.get(gid), given_to.get(gid)
+            if new is not None and before is not None and new != before:  # a new answer: grade it again
                 comment = gb.find_comment(gid, assignment, assignment, result.student)
+                if grade.manual_score is not None or grade.extra_credit is not None or comment.manual_comment:
+                    gradebook.set_aside(ledger, result.student, gid, before, new, grade.manual_score,
+                                        grade.extra_credit, comment.manual_comment)
+                    gradebook.save_ledger(course, assignment, ledger)  # on record before the gradebook forgets it
+                grade.manual_score = grade.extra_credit = None
                 comment.manual_comment = None
+            if new is not None:
+                given_to[gid] = new
             grade.auto_score = None
             grade.needs_manual_grade = grade.manual_score is None
         gb.db.commit()
+    gradebook.save_ledger(course, assignment, ledger)
 
 
 def hand_grades(course: Path, assignment: str, student: str, manual: list[str]) -> tuple[float, list[str]]:
     """(points given by hand so far, the hand-graded cells still waiting) for one student."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     points, pending = 0.0, []
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with gradebook.opened(course) as gb:
         for gid in manual:
             try:
                 grade = gb.find_grade(gid, assignment, assignment, student)
@@ -586,6 +650,8 @@ def load_results(course: Path, assignment: str) -> dict[str, Result]:
                    {gid: tuple(t) for gid, t in row.get("tests", {}).items()},
                    datetime.fromisoformat(row["timestamp"]))
         r.penalty, r.fingerprint, r.seconds = row.get("penalty", 0.0), row.get("fingerprint"), row.get("seconds", 0.0)
+        r.submission, r.answers = row.get("submission"), dict(row.get("answers") or {})
+        r.interrupted = row.get("interrupted") or ""
         out[folder] = r
     return out
 
@@ -593,10 +659,26 @@ def load_results(course: Path, assignment: str) -> dict[str, Result]:
 def save_results(course: Path, assignment: str, results: dict[str, Result], meta: dict) -> None:
     students = {folder: {"student": r.student, "score": r.score, "max_score": r.max_score, "status": r.status,
                          "note": r.note, "tests": r.tests, "timestamp": r.timestamp.isoformat(),
-                         "penalty": r.penalty, "fingerprint": r.fingerprint, "seconds": r.seconds}
+                         "penalty": r.penalty, "fingerprint": r.fingerprint, "seconds": r.seconds,
+                         "submission": r.submission, "answers": r.answers, "interrupted": r.interrupted}
                 for folder, r in results.items()}
     write_atomic(results_path(course, assignment), json.dumps({**meta, "students": students}, indent=1,
                                                               ensure_ascii=False, default=str))
+
+
+NOT_RECORDED = "not recorded in the gradebook"
+_INTERRUPTED = re.compile(r"(; )?grading again on [^;]*? could not finish \(.*?\); this is the last good result[^;]*")
+
+
+def keep_beside(kept: Result, failed: Result) -> str:
+    """The note of a good result kept when grading the student again could not finish: what happened, when,
+    and whether the result is of the same submission (an earlier report of this kind is replaced)."""
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    same = kept.submission is not None and kept.submission == failed.submission
+    why = failed.interrupted.replace(";", ",")[:200]
+    report = (f"grading again on {when} could not finish ({why}); this is the last good result"
+              + (", of the same submission" if same else ", of the submission graded before"))
+    return "; ".join(x for x in (_INTERRUPTED.sub("", kept.note).strip("; "), report) if x)
 
 
 def grade(assignment: str, course: Path = ROOT, timeout: int | None = None, jobs: int | None = None,
@@ -697,10 +779,19 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
         for (student, fp) in to_grade:
             result, nb = outcomes[student]
             result.note = text_safe(result.note)
-            result.fingerprint = fp if result.status != "failed" or nb is None else None
+            old = previous.get(student)
+            if result.interrupted and old is not None and old.status != "failed" and not old.interrupted:
+                # The grader could not finish (a crash, a lost worker, a runner that failed twice): that is
+                # no verdict on the student. The last good result, its row, page and gradebook record stay;
+                # the failure is reported beside them (the note, the log); the next run tries again.
+                old.note = text_safe(keep_beside(old, result))
+                results[student] = old
+                log.write(f"{student}: grading could not finish ({text_safe(result.interrupted)[:200]}); the last good result "
+                          f"stays: {old.score - old.penalty:g} / {old.max_score:g} {old.status}\n")
+                continue
+            result.fingerprint = None if result.interrupted else fp  # a result the grader did not finish: redo it
             results[student], shown[student] = result, nb
             fresh.append(student)
-            log.write(f"{student}: {result.score:g} / {result.max_score:g} {result.status} {result.note}\n")
 
     # Record: gradebook, autograded notebooks, late penalties, feedback, CSV, the class report.
     problem = ensure_gradebook(course, assignment)
@@ -730,10 +821,15 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
             except Exception as exc:  # noqa: BLE001 - e.g. another process holds the gradebook lock
                 problem = f"{type(exc).__name__}: {str(exc)[:200]}"
         if problem:
-            r.note = "; ".join(x for x in (r.note, f"not recorded in the gradebook ({problem})") if x)
+            r.note = "; ".join(x for x in (r.note, f"{NOT_RECORDED} ({problem})") if x)
+            r.fingerprint = None  # the next run grades it again, and records it
     for student in results:  # the assignment's points, whether or not the folder name could be graded
         if student in fresh or id_problem(student) is not None:
             results[student].max_score = max_score
+    for student in fresh:
+        # the log says what the CSV says: the score after any late penalty, out of every point, and the status
+        r = results[student]
+        log.write(f"{student}: {r.score - r.penalty:g} / {r.max_score:g} {r.status} {r.note}\n")
     # Late penalties of the students kept from the last run follow today's due date and plug-in too.
     refresh = []
     if problem is None:
@@ -795,7 +891,7 @@ def _grade_locally(settings: Settings, release, source, students: list[str], job
                 try:
                     outcomes[student] = future.result()
                 except Exception as exc:  # noqa: BLE001 - a grader fault costs one student, not the run
-                    outcomes[student] = (Result(student, status="failed", note=(
+                    outcomes[student] = (failed_task(settings.course, settings.assignment, student, (
                         f"the grader failed on this notebook ({type(exc).__name__}: {str(exc)[:200]})")), None)
                 bar.update(1)
     finally:
@@ -830,10 +926,10 @@ def write_csv(course: Path, assignment: str, results: dict[str, Result]) -> None
 
 def due_date(course: Path, assignment: str) -> datetime | None:
     """The assignment's due date from the gradebook (naive UTC), if it has one."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     try:
-        with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+        with gradebook.opened(course) as gb:
             return gb.find_assignment(assignment).duedate
     except MissingEntry:
         return None
@@ -841,12 +937,10 @@ def due_date(course: Path, assignment: str) -> datetime | None:
 
 def apply_late_penalty(course: Path, assignment: str, r: Result, late_plugin, due: datetime | None) -> None:
     """The course's late-submission plug-in's penalty, in the result and in the gradebook."""
-    from nbgrader.api import Gradebook
-
     points, seconds = late.penalty(late_plugin, r.student, r.score, r.timestamp, due)
     r.penalty = points
     r.note = re.sub(r"(; )?submitted [0-9.]+ day\(s\) late: [0-9.]+ point\(s\) off", "", r.note).strip("; ")
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with gradebook.opened(course) as gb:
         notebook = gb.find_submission_notebook(assignment, assignment, r.student)
         notebook.late_submission_penalty = points or None
         gb.db.commit()
@@ -864,11 +958,9 @@ def after_hand_grading(assignment: str, course: Path = ROOT, jobs: int | None = 
     if not results:
         raise SystemExit(f"no {results_path(course, assignment)}: grade the assignment first "
                          f"(make grade ASSIGNMENT={assignment})")
-    from nbgrader.api import Gradebook
-
     late_plugin, due = late.plugin(course), due_date(course, assignment)
     shown: dict[str, object] = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with gradebook.opened(course) as gb:
         for folder, r in results.items():
             r.note = re.sub(r"(; )?(hand grading pending \([^)]*\): the score is provisional"
                             r"|submitted [0-9.]+ day\(s\) late: [0-9.]+ point\(s\) off)", "", r.note).strip("; ")
@@ -901,6 +993,7 @@ def write_feedback(course: Path, assignment: str, valid: list[str], results: dic
     """One page per student: nbgrader's template (sanitized) where the notebook was graded and recorded,
     else the grader's plain page; a page that takes too long to render gets the plain page too."""
     renderers = Workers("grader.feedback", FEEDBACK_TIMEOUT_S)
+    db_url = gradebook.configured(course).db_url
 
     def one(student: str) -> str:
         page = course / "feedback" / student / assignment / f"{assignment}.html"
@@ -919,7 +1012,7 @@ def write_feedback(course: Path, assignment: str, valid: list[str], results: dic
         if secret.is_file() and not secret.is_symlink():
             write_atomic(page.parent / secret.name, secret.read_text(encoding="utf-8", errors="replace"))
         if r.status != "failed" and shown.get(student) is not None and recorded:
-            answer = renderers.ask({"course": str(course), "assignment": assignment, "student": student,
+            answer = renderers.ask({"db_url": db_url, "assignment": assignment, "student": student,
                                     "notebook": str(course / "autograded" / student / assignment / f"{assignment}.ipynb"),
                                     "out": str(page)})
             if answer.get("ok"):
@@ -977,4 +1070,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(results)} submissions in {time.monotonic() - start:.0f} s; "
           f"grades: {args.course / 'grades' / (args.assignment + '.csv')}; report: "
           f"{args.course / 'grades' / (args.assignment + '-report.html')}; feedback: {args.course / 'feedback'}")
+    missing = [r.student for r in results if NOT_RECORDED in r.note]
+    if missing:
+        where = gradebook.shown_url(gradebook.configured(args.course).db_url)
+        print(f"error: {len(missing)} submission(s) graded but {NOT_RECORDED} {where}: {', '.join(missing[:10])}"
+              f"{' ...' if len(missing) > 10 else ''}. The CSV and the pages are written, but the formgrader, "
+              "`nbgrader export` and the LMS export do not have these grades. The reason is in each one's note "
+              "(the CSV); fix it and run the same command again.", file=sys.stderr)
+        return 1
     return 0

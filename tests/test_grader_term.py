@@ -20,7 +20,7 @@ import nbformat
 import pytest
 import yaml
 
-from grader import sandbox
+from grader import gradebook, sandbox
 from grader.grade import grade
 from tests import grading_support as gs
 
@@ -68,7 +68,7 @@ def term(tmp_path_factory) -> dict:
     results = {r.student: r for r in grade(AID, course, jobs=2, unsafe=UNSAFE)}
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # as `nbgrader db assignment add --duedate` does
+    with Gradebook(gradebook.configured(course).db_url) as gb:  # as `nbgrader db assignment add --duedate` does
         gb.update_or_create_assignment(AID, duedate=due)
     results = {r.student: r for r in grade(AID, course, jobs=2, unsafe=UNSAFE, students=["frank_late"])}
     return {"course": course, "results": results, "mutants": mutants, "source": source, "fills": fills,
@@ -165,7 +165,7 @@ def test_a_late_submission_loses_what_the_configured_plugin_says(term) -> None:
     assert row["late_penalty"] == "3" and float(row["score"]) == auto - 3 and "late" in row["note"]
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
+    with Gradebook(gradebook.configured(course).db_url) as gb:
         assert gb.find_submission_notebook(AID, AID, "frank_late").late_submission_penalty == 3.0
     page = gs.visible_text((course / "feedback" / "frank_late" / AID / f"{AID}.html").read_text())
     assert "Late submission penalty (Score: -3.0)" in page
@@ -176,7 +176,8 @@ def test_regrading_one_student_leaves_the_others_and_an_unchanged_rerun_runs_not
     before = {r["student"]: r for r in csv.DictReader((course / "grades" / f"{AID}.csv").open())}
     assert set(before) == set(term["results"]) and before["alice"]["score"] == "12"
     log = (course / "grades" / f"{AID}.log").read_text()
-    assert log.count(": ") == 1 and log.startswith("frank_late:"), log  # only frank was graded again
+    graded = [line.split(": ")[0] for line in log.splitlines() if ": " in line]  # (the sandbox's line has none)
+    assert graded == ["frank_late"], log  # only frank was graded again
     # a rerun of everyone: nothing changed, nothing runs
     grade(AID, course, jobs=2, unsafe=UNSAFE)
     log = (course / "grades" / f"{AID}.log").read_text()

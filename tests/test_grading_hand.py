@@ -3,7 +3,7 @@
 For one PyTorch and one TensorFlow assignment with a written answer: `make grade` leaves the answer
 to the instructor (the CSV says provisional and which cells wait); the instructor's grade and comment,
 written through the gradebook as the formgrader writes them, reach the final CSV and the feedback page
-(`make feedback`); a new submission makes the answer wait again.
+(`make feedback`); a resubmission with the same answer keeps them, a new answer waits again.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import sys
 import nbformat
 import pytest
 
-from grader import sandbox
+from grader import gradebook, sandbox
 from grader.grade import grade
 from tests import grading_support as gs
 
@@ -53,7 +53,7 @@ def test_written_answers_wait_for_the_instructor_then_reach_csv_and_feedback(fra
 
     from nbgrader.api import Gradebook
 
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:  # what the formgrader writes
+    with Gradebook(gradebook.configured(course).db_url) as gb:  # what the formgrader writes
         for gid in written:
             grade_ = gb.find_grade(gid, aid, aid, "ada")
             assert grade_.needs_manual_grade
@@ -74,7 +74,14 @@ def test_written_answers_wait_for_the_instructor_then_reach_csv_and_feedback(fra
     own = "\n".join(gs.student_fill(source, written=True).values())
     assert not [line for line in hidden if line in page and line not in own]
 
-    # A new submission: the written answers wait for the instructor again.
+    # Submitted again with new written answers: they wait for the instructor again. (The same answers
+    # submitted again keep their grades: tests/test_grades_kept.py.)
     (course / "submitted" / "ada" / aid / "timestamp.txt").write_text("2026-01-02 00:00:00.000000 UTC")
+    path = course / "submitted" / "ada" / aid / f"{aid}.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") in written:
+            cell.source += "\n\nOn second thought: the measured numbers say otherwise."
+    nbformat.write(nb, path)
     r = grade(aid, course, jobs=1, unsafe=UNSAFE)[0]
     assert r.status == "provisional", (r.status, r.note)
