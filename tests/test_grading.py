@@ -178,3 +178,19 @@ def test_each_mutant_is_told_its_own_mistake_and_no_other(graded) -> None:
         wrong = [msg for msg in messages
                  if msg[:80] in shown and not any(o in msg or msg in o for o in own)]
         assert not wrong, f"{aid}: mutant {m['name']!r} was also told {wrong}"
+
+
+def test_each_mistake_costs_once(graded) -> None:
+    """A mutant with ``loses_only: [<grade_id prefixes>]`` loses points in those tests only: an exercise that
+    builds on an earlier one does not charge the earlier exercise's mistake again (issue 39, item 6)."""
+    aid = graded["id"]
+    marked = [(i, m) for i, m in enumerate(graded["mutants"]) if m.get("loses_only")]
+    if not marked:
+        pytest.skip(f"{aid}: no mutant says where alone it may lose points")
+    for i, m in marked:
+        lost = sorted(gid for gid, (points, maximum, _) in graded["results"][f"mutant{i}"].tests.items()
+                      if points < maximum)
+        assert lost, f"{aid}: mutant {m['name']!r} lost no points"
+        elsewhere = [gid for gid in lost if not gid.startswith(tuple(m["loses_only"]))]
+        assert not elsewhere, f"{aid}: mutant {m['name']!r} also lost points in {elsewhere}"
+

@@ -18,6 +18,8 @@ __all__ = [
     "GradingError",
     "to_numpy",
     "run_student",
+    "run_student_watching",
+    "handed",
     "check_type",
     "check_shape",
     "check_close",
@@ -154,6 +156,66 @@ def run_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: Any
     if result is None:
         raise GradingError(f"{label}: returned None. Did you forget the `return` statement?")
     return result
+
+
+def run_student_watching(fn: Callable, namespace: dict, watched: str, *args: Any, name: str | None = None,
+                         **kwargs: Any) -> tuple[Any, list]:
+    """``run_student(fn, ...)`` while the calls ``fn`` makes of the student's function ``watched`` (a
+    name in ``namespace``, the notebook's globals) are recorded: returns (result, calls), each call a
+    dict ``{"args": [...], "kwargs": {...}, "result": ...}`` (the first 4).
+
+    A test of an exercise that builds on an earlier one judges what the student's code handed the
+    earlier function, so that a mistake in the earlier exercise is charged in its own tests only.
+    In a graded notebook the calls are reported like any other value and read back by the replay.
+    """
+    replay = _state["replay"]
+    if replay is not None:
+        result = run_student(fn, *args, name=name, **kwargs)
+        calls = replay.next_value("observe", f"the calls of your {watched}")
+        return result, calls if isinstance(calls, list) else []
+    original = namespace.get(watched)
+    calls: list = []
+    if callable(original):
+        def watching(*a: Any, **k: Any) -> Any:
+            out = original(*a, **k)
+            if len(calls) < 4:
+                calls.append({"args": list(a), "kwargs": dict(k), "result": out})
+            return out
+
+        namespace[watched] = watching
+    try:
+        result = run_student(fn, *args, name=name, **kwargs)
+    finally:
+        if callable(original) and namespace.get(watched) is not original:
+            namespace[watched] = original
+    return result, observe(calls, f"the calls of your {watched}")
+
+
+def handed(calls: list, returned: Any, scores: Any, keep: Any, atol: float = 1e-5) -> bool:
+    """Whether one of ``calls`` (from ``run_student_watching``) of a masked softmax got ``scores`` with the
+    keep-mask ``keep`` and gave back ``returned``: the caller did its part right, whatever the softmax did.
+
+    A call ``(s, mask)`` or ``(s, mask=...)`` counts when the keys it leaves visible (the mask, and the
+    scores that are finite and above -1e30) are exactly ``keep`` and ``s`` equals ``scores`` on them.
+    """
+    want_keep = np.broadcast_to(to_numpy(keep).astype(bool), to_numpy(scores).shape)
+    want = np.asarray(to_numpy(scores), dtype=np.float64)
+    got = to_numpy(returned).astype(np.float64)
+    for call in calls if isinstance(calls, list) else []:
+        try:
+            args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+            s = np.asarray(to_numpy(args[0] if args else kwargs["scores"]), dtype=np.float64)
+            mask = args[1] if len(args) > 1 else kwargs.get("mask")
+            if s.shape != want.shape or not _close(to_numpy(call.get("result")).astype(np.float64), got, atol, 1e-4):
+                continue
+            visible = np.isfinite(s) & (s > -1e30)
+            if mask is not None:
+                visible &= np.broadcast_to(to_numpy(mask).astype(bool), s.shape)
+            if (visible == want_keep).all() and np.allclose(s[visible], want[visible], atol=atol, rtol=1e-4):
+                return True
+        except Exception:  # noqa: BLE001 - a call of another form is not this one
+            continue
+    return False
 
 
 def check_type(value: Any, types: type | tuple[type, ...], name: str, hint: str | None = None) -> None:
