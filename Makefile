@@ -99,7 +99,7 @@ compat:
 clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange
 
-# The course under JupyterHub on this machine, for a trial (deploy/, README "A class on a server").
+# The course under JupyterHub on this machine, for a trial (deploy/, docs/jupyterhub.md).
 # Runs as root (the hub starts each user's server as that user); the users must exist:
 #   sudo make hub STUDENTS=ann,bob INSTRUCTORS=teacher PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange]
 HUB_DEPS := $(VENV)/.hub-installed

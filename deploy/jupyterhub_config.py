@@ -17,8 +17,8 @@ Settings come from the environment (defaults in brackets):
                          (tests/test_hub.py uses it to let the browser see JupyterLab's commands)
 
 The authenticator here is JupyterHub's DummyAuthenticator with one shared password: it is for a
-trial on your own machine, never for a class. For a real deployment see README.md, "A class on a
-server (JupyterHub)": PAM or your university's OAuth/LDAP, TLS, the exchange on a shared file system.
+trial on your own machine, never for a class. For a real deployment see docs/jupyterhub.md, "For a
+real class, change": PAM or your university's OAuth/LDAP, TLS, the exchange on a shared file system.
 The users must exist as system users (the hub starts each server as its user: it runs as root).
 """
 import os

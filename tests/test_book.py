@@ -118,6 +118,15 @@ def test_pages_exist(site: Path):
     landing = _parse(site / "index.html")
     hrefs = {h for tag, h in landing.refs if tag == "a"}
     assert f"lessons/{LESSON}/index.html" in hrefs, "the landing page does not link lesson 1's page"
+    guides = book.guide_pages()
+    assert len(guides) >= 6, f"docs/ holds {len(guides)} pages"
+    for page in guides:  # every docs/ page is a page of the book, linked from the landing page
+        assert (site / "guides" / f"{page.stem}.html").is_file(), f"the book has no page for docs/{page.name}"
+        assert f"guides/{page.stem}.html" in hrefs, f"the landing page does not link docs/{page.name}"
+        text = " ".join(_parse(site / "guides" / f"{page.stem}.html").text)
+        title = next(ln[2:] for ln in page.read_text(encoding="utf-8").splitlines() if ln.startswith("# "))
+        assert title.replace("`", "") in unescape(text).replace("\u2019", "'"), \
+            f"guides/{page.stem}.html lost its title {title!r}"
     assert "not in this build" in " ".join(landing.text), "lessons left out of a subset build should say so"
 
 
@@ -284,6 +293,21 @@ def test_in_the_browser(site: Path, chromium):
         assert chromium.execute_script("return document.querySelectorAll('mjx-container').length") > 0, \
             "MathJax typeset nothing on the quiz page"
     chromium.save_screenshot(str(SHOTS / "quiz.png"))
+
+
+def test_guides_point_course_files_at_the_repository(tmp_path: Path):
+    """A docs/ page's links to other guides stay; links to the course's files go to the repository."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "other.md").write_text("# Other\n")
+    text = ("[a](other.md) [b](other.md#part) [c](../grader/late.py) [d](../README.md#start) [e](https://x.org) "
+            "[f](#here) [g](../grader/)")
+    out = book.guide_markdown(text, "https://github.com/o/r/", docs)
+    assert out == ("[a](other.md) [b](other.md#part) [c](https://github.com/o/r/blob/main/grader/late.py) "
+                   "[d](https://github.com/o/r/blob/main/README.md#start) [e](https://x.org) [f](#here) "
+                   "[g](https://github.com/o/r/tree/main/grader)"), out
+    with pytest.raises(book.BookError, match="leaves the course"):
+        book.guide_markdown("[x](../../../etc/passwd)", "https://github.com/o/r", docs)
 
 
 def test_cache_key_follows_the_notebook_and_the_utils_it_imports(tmp_path: Path):

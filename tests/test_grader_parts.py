@@ -275,15 +275,15 @@ def test_the_class_report_names_the_mistake_a_message_recognised() -> None:
     assert mistake_of("x: NaN. <script>") == "another failed check"  # too short to be a check's own sentence
 
 
-def test_the_readme_names_the_assignments_not_split_yet() -> None:
-    """The README's promise says which assignments it does not cover yet: that list is the truth."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_grading_page_names_the_assignments_not_split_yet() -> None:
+    """The grading promise (docs/grading.md) says which assignments it does not cover yet: that list is the truth."""
+    readme = (ROOT / "docs" / "grading.md").read_text(encoding="utf-8")
     left = {re.sub(r"_(pytorch|tensorflow)$", "", a) for a in plan.unsplit_assignments(ROOT)}
     if "**Not yet in every assignment.**" not in readme:  # the promise covers every assignment
-        assert not left, (f"{sorted(left)} are not split, but the README promises the split everywhere: name them "
-                          "in a '**Not yet in every assignment.**' point of its grading section")
+        assert not left, (f"{sorted(left)} are not split, but docs/grading.md promises the split everywhere: "
+                          "name them in a '**Not yet in every assignment.**' point of it")
         return
     paragraph = readme[readme.index("**Not yet in every assignment.**"):]
     paragraph = paragraph[:paragraph.index("\n- **")]
     named = set(re.findall(r"`(\d\d_[a-z0-9_]+?)`", paragraph))
-    assert named == left, f"the README names {sorted(named)} as not split; the solutions say {sorted(left)}"
+    assert named == left, f"docs/grading.md names {sorted(named)} as not split; the solutions say {sorted(left)}"

@@ -320,6 +320,147 @@ def test_kind_and_framework_are_validated(change, message) -> None:
         quiz.parse_bank({"lesson": "x", "title": "X", "pre": [q], "post": [_q("q1", "right", "wrong")]})
 
 
+# ---------------------------------------------------------------- post-lesson items ask about new cases
+#
+# A post-lesson question that reuses the example the lesson worked through (its numbers,
+# its sentence) tests memory of the notebook, not the idea. For each bank, the lesson's
+# distinctive printed examples: a post item's question and options (not its explanations,
+# which may point back to the lesson for contrast) must not contain them, unless the item
+# is honestly marked ``notebook_recall``. Each example must also be found in both twin
+# notebooks (in the notebook's own wording where it differs), so the list stays the lesson's.
+
+_NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?![\d.])|-?\d+(?:\.\d+)?")  # 1,024 is one number
+_SUBSCRIPT = re.compile(r"_(?:\{[^{}]*\}|\w)")  # h_0, T_{k}: an index, not a number of the example
+
+
+def numbers_in(text: str) -> list[float]:
+    """The numbers of ``text`` in order, TeX subscripts left out: ``$h_2 = (-1, 0)$`` gives [-1, 0]."""
+    return [float(n.replace(",", "")) for n in _NUMBER.findall(_SUBSCRIPT.sub("", text))]
+
+
+def has_run(text: str, run: tuple[float, ...], tol: float = 6e-4) -> bool:
+    """``run`` stands in ``text`` as consecutive numbers (rounded to 3 places counts: 0.841 is 0.84147)."""
+    nums, n = numbers_in(text), len(run)
+    return any(all(abs(a - b) <= tol * max(1.0, abs(b)) for a, b in zip(nums[i:i + n], run))
+               for i in range(len(nums) - n + 1))
+
+
+def contains(text: str, pattern) -> bool:
+    """A pattern is a tuple of numbers (a run, see ``has_run``) or a phrase (case-insensitive)."""
+    return has_run(text, pattern) if isinstance(pattern, tuple) else pattern.lower() in text.lower()
+
+
+# bank -> [(what the lesson printed, patterns that must all be in one text, notebook wording or None)]
+LESSON_EXAMPLES: dict[str, list[tuple[str, tuple, str | None]]] = {
+    "01_soft_attention": [
+        ("the scores (2, 1, 0)", ((2, 1, 0),), None),
+        ("the fruit shop's keys, mango (1, 1) and grape (0.3, -1)", ((1, 1, 0.3, -1),), None),
+        ("the fruit shop", ("mango",), None),
+        ("the masked batch (2, 3, 5)", ((2, 3, 5),), None),
+        ("the measured width D = 256", ((256,),), None),
+    ],
+    "02_seq2seq_attention": [
+        ("the additive score by hand: h = (1, 0), (0, 1), (-1, 0)", ((1, 0, 0, 1, -1, 0),), None),
+    ],
+    "03_memory_networks": [
+        ("the hop by hand: m = (2, 0), (0, 1)", ((2, 0, 0, 1),), None),
+        ("the hop by hand: c = (1, 1), (0, -1)", ((1, 1, 0, -1),), None),
+        ("the read head's key (2, 0.1, 0)", ((2, 0.1, 0),), None),
+        ("the read head's row (0.7, 0.7, 0)", ((0.7, 0.7, 0),), None),
+        ("the DNC usage (0.5, 0.1, 1.0, 0.3)", ((0.5, 0.1, 1.0, 0.3),), None),
+    ],
+    "04_positional_encoding": [
+        ("PE(1) for D = 4: (0.841, 0.540, ...)", ((0.841, 0.540),), None),
+        ("the table of 128 positions, D = 64", ((128, 64),), None),
+        ("the learned table of 48 rows trained on length 16", ((48, 16),), None),
+    ],
+    "05_self_attention": [
+        ("B, T, D, H = 2, 5, 8, 2", ((2, 5, 8, 2),), None),
+        ("the timed weights, B = 4, H = 8, up to T = 1024", ((4, 8), (1024,)), None),
+        ("the 11-word sentence", ((11,),), None),
+        ("the path length for n = 8, k = 3", ("$n = 8$", "$k = 3$"), None),
+    ],
+    "06_transformer": [
+        ("B, T, D, H, F = 2, 6, 32, 4, 64", ((2, 6, 32, 4, 64),), None),
+        ("the schedule's D = 512, warmup = 4000", ((512, 4000),), None),
+        ("the causal check, positions 3 and 4", ("positions 3 and 4",), None),
+        ("the vocabularies 40 and 30, d_model = 32", ((40, 30, 32),), None),
+    ],
+    "07_bert": [
+        ("river bank and bank account", ("river bank",), None),
+        ("the tiny BERT: width 32, 4 heads, 2 layers", ((32,), "4 heads", "2 layers"),
+         "d_model=32, num_heads=4, d_ff=64, num_layers=2"),
+        ("BERT-base: 12 layers of width 768", ((12, 768),), None),
+    ],
+    "08_gpt": [
+        ("top-p over 0.5, 0.3, 0.15, 0.05", ((0.5, 0.3, 0.15, 0.05),), None),
+        ("the GPT-2-small cache: 12 layers, 12 heads of 64, 1,024 tokens", ((12, 12, 64, 1024),), None),
+    ],
+    "09_efficient_attention": [
+        ("the online softmax by hand over (1, 3, 2)", ((1, 3, 2),), None),
+        ("associative recall: width 16, 16 pairs, tested up to 32", ((16,), (32,), "pairs"), "NUM_PAIRS = 64, 16, 16"),
+    ],
+}
+
+
+def lesson_text(lesson: str, framework: str) -> str:
+    """Every cell's source of a lesson notebook, markdown and code, as one text."""
+    nb = json.loads((ROOT / "lessons" / lesson / f"{lesson}_{framework}.ipynb").read_text(encoding="utf-8"))
+    return "\n".join("".join(c["source"]) for c in nb["cells"])
+
+
+def check_post_items_use_new_cases(bank: quiz.Bank, examples) -> None:
+    """No post item that asks about the idea (not marked notebook_recall) contains one of
+    the lesson's printed examples in its question or options."""
+    for q in bank.parts["post"]:
+        if q.notebook_recall:
+            continue
+        for place, text in [("question", q.question)] + [(f"option {j + 1}", a.text) for j, a in enumerate(q.answers)]:
+            for what, patterns, _ in examples:
+                assert not all(contains(text, p) for p in patterns), (
+                    f"{bank.lesson} {q.id} {place} reuses the lesson's own example ({what}): {text!r}; "
+                    "ask about a new case (new numbers, another example) or mark it notebook_recall"
+                )
+
+
+def test_every_bank_has_its_lessons_examples_listed() -> None:
+    assert set(LESSON_EXAMPLES) == set(BANKS)
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSON_EXAMPLES))
+def test_listed_examples_are_the_lessons_own(lesson: str) -> None:
+    """Each listed example stands in both twin notebooks: the list names what the lesson printed."""
+    for fw in quiz.FRAMEWORKS:
+        text = lesson_text(lesson, fw)
+        for what, patterns, wording in LESSON_EXAMPLES[lesson]:
+            found = wording in text if wording else all(contains(text, p) for p in patterns)
+            assert found, f"{lesson} ({fw}): the lesson no longer shows {what}; update LESSON_EXAMPLES"
+
+
+@pytest.mark.parametrize("lesson", sorted(LESSON_EXAMPLES))
+def test_post_items_ask_about_new_cases(lesson: str) -> None:
+    check_post_items_use_new_cases(quiz.load_bank(lesson), LESSON_EXAMPLES[lesson])
+
+
+def test_the_new_case_check_catches_a_reused_example() -> None:
+    """A post item with the lesson's numbers fails, whatever the spacing, rounding or TeX
+    subscripts; the same item marked notebook_recall, or in the pre-lesson part, passes."""
+    assert numbers_in(r"$h_0 = (1, 0)$, $h_1 = (0, 1)$, $h_2 = (-1, 0)$ over 1,024 tokens") == [1, 0, 0, 1, -1, 0, 1024]
+    assert has_run("PE(1) = (0.8415, 0.5403, 0.0100)", (0.841, 0.540)) and not has_run("(0.841, 0.54)", (0.841, 0.530))
+    examples = [("a lesson example", ((2, 6, 32, 4, 64),), None), ("a sentence", ("river bank", "tired"), None)]
+
+    def bank(question, option="right", **extra):
+        q = dict(_q("q1", option, "wrong"), question=question, **extra)
+        return quiz.parse_bank({"lesson": "x", "title": "X", "pre": [dict(q, id="p1")], "post": [q]})
+
+    with pytest.raises(AssertionError, match=r"x q1 question reuses the lesson's own example \(a lesson example\)"):
+        check_post_items_use_new_cases(bank("An encoder with $B, T, D, H, F = 2, 6, 32, 4, 64$?"), examples)
+    with pytest.raises(AssertionError, match=r"x q1 option 1 reuses .*\(a sentence\)"):
+        check_post_items_use_new_cases(bank("Which?", option="The river bank, since it was tired"), examples)
+    check_post_items_use_new_cases(bank("$B, T, D, H, F = 3, 10, 48, 6, 192$ and the river bank?"), examples)
+    check_post_items_use_new_cases(bank("$B, T, D, H, F = 2, 6, 32, 4, 64$?", notebook_recall=True), examples)
+
+
 # ---------------------------------------------------------------- display order
 
 

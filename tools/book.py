@@ -14,8 +14,9 @@ What it does, in order:
 2. **Assemble** a Jupyter Book source tree under ``build/book/src/``: the landing page
    (the lesson map), one overview page per lesson with its PyTorch and TensorFlow pages,
    one quiz page per lesson (questions from ``quizzes/`` via ``utils.quiz``, answers in
-   a click-to-open dropdown), and the assignments (the student releases from
-   ``assignments/``, unexecuted). Widgets cannot run in a static page: an explorer shows
+   a click-to-open dropdown), the assignments (the student releases from
+   ``assignments/``, unexecuted), and the guides (every ``docs/*.md`` page, its links to
+   the course's files pointed at the repository). Widgets cannot run in a static page: an explorer shows
    the first drawing it made (kept by nbclient's widget state) with a note, a quiz shows
    its questions with the answers behind a click, a progress bar shows its last text.
    Nothing is ever read from ``solutions/``, and the build stops if an assignment
@@ -59,6 +60,12 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # Text that must never reach the site: nbgrader's solution and hidden-test markers.
 FORBIDDEN_MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 QUIZ_CALL = re.compile(r"""quiz\.show\(\s*["'](\w+)["']\s*,\s*["'](pre|post)["']""")
+
+
+DOCS = ROOT / "docs"
+# The guides' order in the book; a docs/ page not named here follows, by name.
+GUIDES_ORDER = ("instructors", "grading", "jupyterhub", "scale", "testing", "book", "course")
+_MD_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 
 class BookError(RuntimeError):
@@ -347,6 +354,44 @@ def _intro(source: str) -> str:
     return "\n".join(source.splitlines()[1:]).strip()
 
 
+def guide_pages(docs: Path = DOCS) -> list[Path]:
+    """The docs/ pages, in the book's order."""
+    rank = {name: i for i, name in enumerate(GUIDES_ORDER)}
+    pages = docs.glob("*.md") if docs.is_dir() else []
+    return sorted(pages, key=lambda p: (rank.get(p.stem, len(rank)), p.stem))
+
+
+def guide_markdown(text: str, url: str, docs: Path = DOCS) -> str:
+    """A docs/ page as the book shows it: links to other docs/ pages and anchors stay;
+    a link to a file or folder of the course (``../grader/late.py``, ``../README.md``)
+    points at the repository, where the book has no copy of it."""
+    url = url.rstrip("/")
+
+    def fix(match: re.Match) -> str:
+        target = match.group(2)
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target, re.I) or target.startswith("#"):
+            return match.group(0)  # http(s), mailto, an anchor
+        path, _, anchor = target.partition("#")
+        if path.endswith(".md") and "/" not in path and (docs / path).is_file():
+            return match.group(0)  # another guide
+        resolved = (docs / path).resolve()
+        try:
+            rel = resolved.relative_to(docs.resolve().parent).as_posix()
+        except ValueError:
+            raise BookError(f"docs: a link leaves the course folder: {target}") from None
+        kind = "tree" if path.endswith("/") or resolved.is_dir() else "blob"
+        return f"{match.group(1)}{url}/{kind}/main/{rel}{'#' + anchor if anchor else ''}{match.group(3)}"
+
+    return _MD_LINK.sub(fix, text)
+
+
+def _guide_title(path: Path) -> str:
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            return line[2:].strip()
+    return path.stem
+
+
 def landing_page(infos: list[dict], built: set[str], profile: str) -> str:
     url = repository_url().rstrip("/")
     colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
@@ -384,6 +429,10 @@ shows its answers on a click. To run the course yourself, see the
 The [quizzes](quizzes/index.md) come with every answer explained; the
 [assignments](assignments/index.md) are the exercise notebooks, without their
 solutions, to download and solve.
+
+## Guides
+
+{chr(10).join(f"- [{_guide_title(page)}](guides/{page.stem}.md)" for page in guide_pages())}
 """
 
 
@@ -485,6 +534,13 @@ def write_sources(src: Path, names: list[str], executed_nbs: dict, profile: str,
             put(f"assignments/{aid}/{aid}.ipynb", nbformat.writes(nb))
             toc.append(f"          - file: assignments/{aid}/{aid}")
     put("assignments/index.md", "\n".join(a_index))
+    guides = guide_pages()
+    if guides:
+        toc += ["  - caption: Guides", "    chapters:"]
+        url = repository_url()
+        for page in guides:
+            put(f"guides/{page.stem}.md", guide_markdown(page.read_text(encoding="utf-8"), url))
+            toc.append(f"      - file: guides/{page.stem}")
     put("_toc.yml", "\n".join(toc) + "\n")
     put("_config.yml", book_config(mathjax is not None))
     put("_vendor/book.css", BOOK_CSS)
@@ -513,7 +569,8 @@ def book_config(local_mathjax: bool) -> str:
         "author": "the attention-course authors",
         "only_build_toc_files": True,
         "execute": {"execute_notebooks": "off"},
-        "parse": {"myst_enable_extensions": ["colon_fence", "dollarmath", "amsmath", "deflist", "html_image"]},
+        "parse": {"myst_enable_extensions": ["colon_fence", "dollarmath", "amsmath", "deflist", "html_image"],
+                  "myst_heading_anchors": 3},
         "html": {"use_repository_button": False, "use_issues_button": False, "use_edit_page_button": False,
                  "use_multitoc_numbering": False},
         "launch_buttons": {"notebook_interface": "classic", "binderhub_url": "", "colab_url": "", "thebe": False},

@@ -131,19 +131,17 @@ def lesson_info(name: str, root: Path = ROOT) -> dict | None:
 
 
 def lesson_table(url: str | None = None) -> str:
-    """The README's lesson map: one row per lesson folder, Colab links per notebook."""
+    """The README's lesson map: one row per lesson folder, linking the folder and its two
+    notebooks on Colab (each lesson's assignments are assignments/<lesson>_<framework>/)."""
     url = (url or repository_url()).rstrip("/")
     colab = url.replace("https://github.com/", "https://colab.research.google.com/github/")
-    rows = ["| # | lesson | time | PyTorch | TensorFlow | assignment |", "|---|---|---|---|---|---|"]
+    rows = ["| # | lesson | time | open on Colab |", "|---|---|---|---|"]
     for info in filter(None, (lesson_info(name) for name in lessons())):
         name = info["name"]
-        links = []
-        for fw in FRAMEWORK_NAMES:
-            path = info["notebooks"][fw]
-            links.append(f"[notebook]({path}) [![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab}/blob/main/{path})")
-        assignment = ", ".join(f"[{fw}](assignments/{name}_{fw}/{name}_{fw}.ipynb)" for fw in info["assignments"]) or "-"
+        on_colab = " · ".join(f"[{label}]({colab}/blob/main/{info['notebooks'][fw]})"
+                              for fw, label in FRAMEWORK_NAMES.items())
         minutes = f"{info['minutes']} min" if info["minutes"] else "-"
-        rows.append(f"| {info['number']} | {info['title']} | {minutes} | {links[0]} | {links[1]} | {assignment} |")
+        rows.append(f"| {info['number']} | [{info['title']}](lessons/{name}/) | {minutes} | {on_colab} |")
     return "\n".join(rows)
 
 

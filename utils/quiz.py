@@ -7,9 +7,10 @@ declares ``multiple: true``; then the student must pick exactly the correct set.
 Optional question keys:
 
 * ``kind: predict`` marks a question that asks the student to predict a number,
-  a shape or a plot that the lesson then computes (the default, ``recall``, is
-  any other question: a fact or an idea to recall); the bank lint wants at least
-  three predict questions per bank;
+  a shape or a plot: before the lesson one that the lesson then computes, after
+  it a new case of the same computation (the default, ``recall``, is any other
+  question: a fact or an idea to recall); the bank lint wants at least three
+  predict questions per bank;
 * ``notebook_recall: true`` marks a question that asks what a particular cell of
   the lesson printed or did (a number the notebook measured, a choice its code
   made), rather than about the idea; the bank lint allows at most one in ten;

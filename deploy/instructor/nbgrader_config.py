@@ -6,7 +6,7 @@ in the folder that holds the course folder (nbgrader's formgrader serves only a 
 not in the course folder itself: there the course's nbgrader_config.py would be
 read last and put the exchange back inside the course folder.
 Commands run inside the course folder read its config last, so give them the exchange:
-``nbgrader collect <id> --Exchange.root=$COURSE_EXCHANGE`` (README.md, "A class on a server (JupyterHub)").
+``nbgrader collect <id> --Exchange.root=$COURSE_EXCHANGE`` (docs/jupyterhub.md).
 """
 import os
 
