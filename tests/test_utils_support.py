@@ -430,3 +430,6 @@ def test_run_student_watching_and_handed() -> None:
     weights, calls = grading.run_student_watching(wrong_attention, namespace, "masked_softmax", scores, keep)
     assert not grading.handed(calls, weights, scores, keep), "scores that are not the right ones"
     assert not grading.handed([], weights, scores, keep)
+    namespace["masked_softmax"] = lambda scores, mask=None: np.zeros_like(scores)  # a trivial exercise 1
+    weights, calls = grading.run_student_watching(attention, namespace, "masked_softmax", scores, keep)
+    assert not grading.handed(calls, weights, scores, keep), "zeros ignore the scores: no points through them"

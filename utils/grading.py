@@ -196,7 +196,9 @@ def handed(calls: list, returned: Any, scores: Any, keep: Any, atol: float = 1e-
     keep-mask ``keep`` and gave back ``returned``: the caller did its part right, whatever the softmax did.
 
     A call ``(s, mask)`` or ``(s, mask=...)`` counts when the keys it leaves visible (the mask, and the
-    scores that are finite and above -1e30) are exactly ``keep`` and ``s`` equals ``scores`` on them.
+    scores that are finite and above -1e30) are exactly ``keep``, ``s`` equals ``scores`` on them, and
+    what it returned could come from a softmax of them, right or wrong (a higher score never gets less
+    weight; zeros or a constant do not count: a trivial answer earns nothing).
     """
     want_keep = np.broadcast_to(to_numpy(keep).astype(bool), to_numpy(scores).shape)
     want = np.asarray(to_numpy(scores), dtype=np.float64)
@@ -211,11 +213,29 @@ def handed(calls: list, returned: Any, scores: Any, keep: Any, atol: float = 1e-
             visible = np.isfinite(s) & (s > -1e30)
             if mask is not None:
                 visible &= np.broadcast_to(to_numpy(mask).astype(bool), s.shape)
-            if (visible == want_keep).all() and np.allclose(s[visible], want[visible], atol=atol, rtol=1e-4):
+            if (visible == want_keep).all() and np.allclose(s[visible], want[visible], atol=atol, rtol=1e-4) \
+                    and _follows_scores(got, want, want_keep, atol):
                 return True
         except Exception:  # noqa: BLE001 - a call of another form is not this one
             continue
     return False
+
+
+def _follows_scores(weights: np.ndarray, scores: np.ndarray, keep: np.ndarray, atol: float) -> bool:
+    """Weights that a softmax of the scores could give, whatever its mistakes: over the kept keys of each
+    row, a higher score never gets less weight, and some row tells its keys apart (zeros or a constant,
+    which ignore the scores, do not count)."""
+    if weights.shape != scores.shape:
+        return False
+    told_apart = False
+    for w, sc, k in zip(weights.reshape(-1, weights.shape[-1]), scores.reshape(-1, scores.shape[-1]),
+                        np.broadcast_to(keep, scores.shape).reshape(-1, scores.shape[-1])):
+        order = np.argsort(sc[k], kind="stable")
+        kept = w[k][order]
+        if kept.size > 1 and (np.diff(kept) < -atol).any():
+            return False
+        told_apart |= kept.size > 1 and float(kept.max() - kept.min()) > atol
+    return told_apart
 
 
 def check_type(value: Any, types: type | tuple[type, ...], name: str, hint: str | None = None) -> None:
