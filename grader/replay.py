@@ -162,31 +162,6 @@ class Replay:
         except Exception:  # noqa: BLE001 - malformed data from the kernel
             raise GradingError(f"{label}: the result your notebook reported could not be read.") from None
 
-    def source_of(self, fn: Any) -> str | None:
-        """Source text of a student definition (``name`` or ``Class.method``), from the submitted cells."""
-        path = getattr(fn, "_replay_name", None) or getattr(fn, "__name__", None)
-        if not isinstance(path, str):
-            return None
-        parts = path.split(".")
-        for source in self.sources:
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:
-                continue
-            nodes = tree.body
-            found = None
-            for depth, part in enumerate(parts):
-                match = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                         and n.name == part]
-                if not match:
-                    found = None
-                    break
-                found = match[-1]
-                nodes = getattr(found, "body", [])
-            if found is not None:
-                return ast.get_source_segment(source, found)
-        return None
-
 
 class Namespace(dict):
     """The replay's globals: a name the tests use but nobody defined is the student's (e.g. made by exec)."""
