@@ -170,6 +170,8 @@ HONEST = {
         "def f(s):\n    out = []\n    for row in s:\n        e = [torch.exp(v) for v in row]\n"
         "        out.append([v / sum(e) for v in e])\n    return out\n"),
     "aliases that cycle": "a = b\nb = a\ndef f(x):\n    return a(x)\n",
+    "the student's own function named like a set-up helper": (
+        "def library_attention(q, k, v):\n    return q @ k\ndef f(q, k, v):\n    return library_attention(q, k, v)\n"),
 }
 TRICKS = {
     "module-level alias": "sm = torch.softmax\ndef f(x):\n    return sm(x, -1)\n",

@@ -66,7 +66,7 @@ def _dotted(qualified: str, attr: str) -> str:
 
 
 class _Analyser:
-    def __init__(self, trees: list[ast.Module], sources: list[str], forbidden: Sequence[str]) -> None:
+    def __init__(self, trees: list[ast.Module], sources: list[str], forbidden: Sequence[str], setup: int = 0) -> None:
         self.sources = sources
         self.prefixes = [f for f in forbidden if not f.startswith(".")]
         self.attrs = {f[1:] for f in forbidden if f.startswith(".")}
@@ -74,8 +74,14 @@ class _Analyser:
         self.module = _Scope()
         self.defs: dict[int, tuple[ast.AST, int]] = {}  # id(node) -> (def node, index of its source)
         self.seen: set[int] = set()
-        for index, tree in enumerate(trees):
+        for index, tree in enumerate(trees[:setup]):
             self._bind_block(tree.body, self.module, index)
+        set_up = {name: set(values) for name, values in self.module.bindings.items()}
+        for index, tree in enumerate(trees[setup:], start=setup):
+            self._bind_block(tree.body, self.module, index)
+        for name, values in set_up.items():  # a name the student binds again is theirs from then on
+            if self.module.bindings[name] != values:
+                self.module.bindings[name] -= values
 
     # ---- binding ------------------------------------------------------------------------------
     def _bind(self, scope: _Scope, name: str, value) -> None:
@@ -352,15 +358,16 @@ def find_forbidden(target: str, forbidden: Sequence[str], sources: Sequence[str]
     """
     setup_trees, setup_sources = _parse(setup)
     trees, kept = _parse(sources)
-    analyser = _Analyser(setup_trees + trees, setup_sources + kept, forbidden)
+    analyser = _Analyser(setup_trees + trees, setup_sources + kept, forbidden, len(setup_trees))
     # A set-up definition is the course's: it stands for its own name (a forbidden entry can name
     # it), and it is not read as the student's code.
     for tree in setup_trees:
         for node in tree.body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 bound = analyser.module.bindings.get(node.name, set())
-                bound.discard(("def", id(node)))
-                bound.add(node.name)
+                if ("def", id(node)) in bound:  # still the set-up's (the student did not bind the name again)
+                    bound.discard(("def", id(node)))
+                    bound.add(node.name)
     parts = target.split(".")
     found = None
     for offset, tree in enumerate(trees):
