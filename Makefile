@@ -15,7 +15,7 @@ LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
 comma := ,
 
-.PHONY: hub hub-deps install lab test assignments grade feedback report similarity export bench compat clean-grading book book-deps
+.PHONY: hub hub-deps hub-env install lab test assignments grade feedback report similarity export dask-certs bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -46,7 +46,13 @@ assignments: install
 grade: install
 	@test -n "$(ASSIGNMENT)" || { echo "usage: make grade ASSIGNMENT=<id> [JOBS=N]  (ids: $$(ls solutions | tr '\n' ' '))"; exit 2; }
 	$(RUN) -m grader "$(ASSIGNMENT)" $(if $(JOBS),--jobs $(JOBS)) $(if $(UNSAFE),--unsafe) \
-		$(if $(STUDENT),--student "$(STUDENT)") $(if $(FORCE),--force) $(if $(SCHEDULER),--scheduler "$(SCHEDULER)")
+		$(if $(STUDENT),--student "$(STUDENT)") $(if $(FORCE),--force) $(if $(SCHEDULER),--scheduler "$(SCHEDULER)") \
+		$(if $(TLS),--tls-ca-file "$(TLS)/ca.pem" --tls-cert "$(TLS)/cert.pem" --tls-key "$(TLS)/key.pem")
+
+# The Dask cluster's TLS files (grader/distributed.py): dask-tls/ca.pem, cert.pem, key.pem (owner-only folder).
+# Whoever holds key.pem runs code as root on the workers.
+dask-certs: install
+	$(RUN) -m grader.distributed --certificates $(or $(TLS),dask-tls)
 
 # After grading the written answers by hand in nbgrader's formgrader: the final CSV and feedback
 # pages (with your comments), from the gradebook; no notebook runs again.
@@ -62,11 +68,11 @@ similarity: install
 	$(RUN) -m grader.similarity "$(ASSIGNMENT)" $(if $(THRESHOLD),--threshold $(THRESHOLD))
 
 # Grades for the LMS, through nbgrader's exporter plug-ins (grader/export.py):
-#   make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv]
+#   make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv] [ALLOW_PROVISIONAL=1]  (provisional scores: refused unless allowed)
 export: install
-	@test -n "$(ROSTER)" || { echo "usage: make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv]"; exit 2; }
-	$(RUN) -m nbgrader export --exporter=grader.export.$(if $(filter moodle,$(LMS)),Moodle,Canvas)Export \
-		--$(if $(filter moodle,$(LMS)),Moodle,Canvas)Export.roster="$(ROSTER)" $(if $(TO),--to="$(TO)")
+	@test -n "$(ROSTER)" || { echo "usage: make export LMS=canvas|moodle ROSTER=roster.csv [TO=file.csv] [ALLOW_PROVISIONAL=1]"; exit 2; }
+	$(RUN) -m grader.export $(if $(filter moodle,$(LMS)),moodle,canvas) --roster "$(ROSTER)" $(if $(TO),--to "$(TO)") \
+		$(if $(ALLOW_PROVISIONAL),--allow-provisional)
 
 # The term so far: grades/report/index.html (the class) and one page per student, from every graded assignment.
 report: install
@@ -100,18 +106,35 @@ clean-grading:
 	rm -rf gradebook.db submitted autograded feedback exchange
 
 # The course under JupyterHub on this machine, for a trial (deploy/, docs/jupyterhub.md).
-# Runs as root (the hub starts each user's server as that user); the users must exist:
+# Runs as root (the hub starts each user's server as that user); the users must exist. First the
+# environment every user's server runs, OUTSIDE the course folder (students cannot read the course
+# folder): root's, read-only to users, the course's package copied in (not an editable install):
+#   sudo make hub-env [HUB_ENV=/opt/attention-course-env]
 #   sudo make hub STUDENTS=ann,bob INSTRUCTORS=teacher PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange]
 HUB_DEPS := $(VENV)/.hub-installed
+HUB_ENV ?= /opt/attention-course-env
 hub-deps: $(HUB_DEPS)
 $(HUB_DEPS): $(STAMP)
 	$(BIN)/python -m pip install -q -e ".[dev,hub]"
 	touch $(HUB_DEPS)
 
-hub: install $(HUB_DEPS)
+hub-env:
+	@test "$$(id -u)" = 0 || { echo "make hub-env: run it as root (sudo): the environment is root's, read-only to every user"; exit 2; }
+	@case "$(abspath $(HUB_ENV))/" in "$(CURDIR)/"*) echo "make hub-env: HUB_ENV=$(HUB_ENV) is inside the course folder, which students cannot read: put it outside (default /opt/attention-course-env)"; exit 2;; esac
+	test -x "$(HUB_ENV)/bin/python" || $(PYTHON) -m venv "$(HUB_ENV)"
+	"$(HUB_ENV)/bin/python" -m pip install -q --upgrade pip
+	"$(HUB_ENV)/bin/python" -m pip install -q -r requirements/local.txt ".[hub]"
+	@if grep -qv '^\s*\(#\|$$\)' requirements/nodeps.txt; then \
+		"$(HUB_ENV)/bin/python" -m pip install -q --no-deps -r requirements/nodeps.txt; fi
+	chown -R root:root "$(HUB_ENV)"
+	chmod -R go-w,a+rX "$(HUB_ENV)"
+
+hub: install
 	@test "$$(id -u)" = 0 || { echo "make hub: run it as root (sudo): the hub starts each user's server as that user"; exit 2; }
-	@test -n "$(STUDENTS)" -a -n "$(INSTRUCTORS)" -a -n "$(PASSWORD)" || { echo "usage: sudo make hub STUDENTS=a,b INSTRUCTORS=t PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange] [GRADERS=attention-graders]"; exit 2; }
+	@test -n "$(STUDENTS)" -a -n "$(INSTRUCTORS)" -a -n "$(PASSWORD)" || { echo "usage: sudo make hub STUDENTS=a,b INSTRUCTORS=t PASSWORD=... [PORT=8000] [EXCHANGE=/srv/nbgrader/exchange] [GRADERS=attention-graders] [HUB_ENV=/opt/attention-course-env]"; exit 2; }
+	@test -x "$(HUB_ENV)/bin/jupyterhub" || { echo "make hub: no students' environment at HUB_ENV=$(HUB_ENV): run sudo make hub-env first"; exit 2; }
+	deploy/setup_course.sh "$(CURDIR)" "$(firstword $(subst $(comma), ,$(INSTRUCTORS)))" "$(or $(GRADERS),attention-graders)"
 	deploy/setup_exchange.sh "$(or $(EXCHANGE),/srv/nbgrader/exchange)" attention-course "$(firstword $(subst $(comma), ,$(INSTRUCTORS)))" "$(or $(GRADERS),attention-graders)"
 	COURSE_STUDENTS="$(STUDENTS)" COURSE_INSTRUCTORS="$(INSTRUCTORS)" HUB_TRIAL_PASSWORD="$(PASSWORD)" \
-		HUB_PORT="$(or $(PORT),8000)" COURSE_EXCHANGE="$(or $(EXCHANGE),/srv/nbgrader/exchange)" \
-		PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/jupyterhub -f deploy/jupyterhub_config.py
+		HUB_PORT="$(or $(PORT),8000)" COURSE_EXCHANGE="$(or $(EXCHANGE),/srv/nbgrader/exchange)" COURSE_ENV="$(HUB_ENV)" \
+		PATH="$(HUB_ENV)/bin:$$PATH" "$(HUB_ENV)/bin/jupyterhub" -f deploy/jupyterhub_config.py

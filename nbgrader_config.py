@@ -7,6 +7,7 @@ student versions that ``nbgrader generate_assignment`` produces go to
 course folder and out of git (see .gitignore).
 """
 import os
+import sys
 
 c = get_config()  # noqa: F821  (provided by nbgrader)
 
@@ -24,6 +25,13 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # Inside the course folder, or `nbgrader submit` writes into the user's home.
 c.Exchange.root = os.path.join(here, "exchange")
 c.Exchange.cache = os.path.join(here, "exchange", ".cache")
+# On the hub (deploy/, docs/jupyterhub.md), collect only what the course's submission desk sealed,
+# each checked against the desk's record (an exchange without a sealed/ folder is collected as
+# nbgrader does), and release feedback pages readable by their student (the course folder is closed).
+if os.path.exists(os.path.join(here, "deploy", "private_exchange.py")):
+    sys.path.append(os.path.join(here, "deploy"))
+    c.ExchangeFactory.collect = "private_exchange.SealedCollect"
+    c.ExchangeFactory.release_feedback = "private_exchange.ReadableReleaseFeedback"
 
 # Stubs raise NotImplementedError; released notebooks carry no solutions.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

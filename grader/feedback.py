@@ -65,7 +65,7 @@ def write_atomic(path: Path, data: str) -> None:
             path.unlink()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+    with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as fh:  # lone surrogates: escaped
         fh.write(data)
     os.chmod(tmp, 0o644)
     os.replace(tmp, path)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
-import csv
 import hashlib
 import io
 import json
@@ -55,13 +54,14 @@ from pathlib import Path
 
 import nbformat
 
-from grader import late, pages, plan, reference, sandbox
+from grader import csvsafe, late, pages, plan, reference, sandbox
 from grader.feedback import write_atomic
 from grader.replay import clean_text
 from grader.workers import Workers, memory_limit, trusted_env
 
 ROOT = Path(__file__).resolve().parent.parent
-MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024
+MAX_NOTEBOOK_BYTES = 20 * 1024 * 1024  # a notebook without its outputs (the grader runs it again)
+MAX_FILE_BYTES = 100 * 1024 * 1024  # a submitted file read at all (outputs are stripped from it first)
 MAX_OWN_CELLS = 300  # cells a student added (beyond them: left out, with a note)
 RUNNER_MEMORY = 4 * 1024**3  # the trusted runner process (it only relays the kernel's messages)
 REPLAY_TIMEOUT_S = 300.0  # deciding one notebook's tests (a test may train a tiny model)
@@ -111,6 +111,59 @@ def shown_id(student: str) -> str:
     """A faithful, printable form of any folder name, for the CSV and the log."""
     return student.encode("utf-8", "backslashreplace").decode("utf-8").encode("unicode_escape").decode("ascii") \
         if id_problem(student) else student
+
+
+def text_safe(text: str) -> str:
+    """Text a submission controls made writable anywhere: a character that is not valid text (a lone
+    surrogate, a file name's byte that is not UTF-8) becomes its escape (``\\udcff``)."""
+    return str(text).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def file_name(path: Path) -> str:
+    """A submitted file's name as the student can recognise it: bytes that are not UTF-8 shown as ``\\xff``."""
+    return os.fsencode(path.name).decode("utf-8", "backslashreplace")
+
+
+class TooLarge(Exception):
+    pass
+
+
+def read_submission(path: Path) -> tuple[nbformat.NotebookNode, list[str]]:
+    """The submitted notebook and notes. Outputs are not graded (the grader runs the notebook again), so a
+    file over ``MAX_NOTEBOOK_BYTES`` is read without them; text that is not valid (lone surrogates in a
+    cell) is replaced, with a note."""
+    notes = []
+    size = path.stat().st_size
+    clear = ("clear its outputs (Kernel > Restart Kernel and Clear All Outputs, or Edit > Clear All Outputs), "
+             "save, and submit again")
+    if size > MAX_FILE_BYTES:
+        raise TooLarge(f"{file_name(path)} is larger than {MAX_FILE_BYTES // 2**20} MB: {clear}")
+    data = path.read_bytes()
+    if size > MAX_NOTEBOOK_BYTES:
+        raw = json.loads(data)
+        for cell in (raw.get("cells") if isinstance(raw, dict) and isinstance(raw.get("cells"), list) else []):
+            if isinstance(cell, dict):
+                if "outputs" in cell:
+                    cell["outputs"] = []
+                cell.pop("attachments", None)
+        data = json.dumps(raw).encode("utf-8", "surrogatepass")
+        if len(data) > MAX_NOTEBOOK_BYTES:
+            raise TooLarge(f"{file_name(path)} is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB even without its "
+                           "outputs: make it smaller (remove large text or data pasted into cells) and submit again")
+        notes.append(f"the notebook's outputs ({size / 2**20:.0f} MB with them) were removed before grading "
+                     "(the grader runs the notebook again); next time, clear outputs before submitting")
+    nb = nbformat.reads(data.decode("utf-8", "surrogatepass"), as_version=4)
+    bad = 0
+    for cell in nb.cells:
+        source = str(cell.get("source", ""))
+        fixed = source.encode("utf-8", "replace").decode("utf-8") if any("\ud800" <= ch <= "\udfff" for ch in source) else source
+        if fixed != source:
+            bad += 1
+            cell.source = fixed
+    if bad:
+        notes.append(f"{bad} cell(s) held characters that are not valid text (lone surrogates); "
+                     "they were replaced by '?' before grading")
+    return nb, notes
 
 
 # --- 1. repair ----------------------------------------------------------------------------
@@ -274,17 +327,17 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
     if path is None:
         result.status, result.note = "failed", note
         return result, None
-    if path.stat().st_size > MAX_NOTEBOOK_BYTES:
-        result.status, result.note = "failed", f"{path.name} is larger than {MAX_NOTEBOOK_BYTES // 2**20} MB"
-        return result, None
     try:
-        submitted = nbformat.read(path, as_version=4)
+        submitted, read_notes = read_submission(path)
         runnable, shown, repair_notes, _ = repair(submitted, release, source)
+    except TooLarge as exc:
+        result.status, result.note = "failed", text_safe(exc)
+        return result, None
     except Exception as exc:  # noqa: BLE001 - not JSON, not a notebook, nested too deep
         result.status = "failed"
-        result.note = f"{path.name} is not a valid notebook ({type(exc).__name__}: {clean_text(exc, set(), 150)})"
+        result.note = f"{file_name(path)} is not a valid notebook ({type(exc).__name__}: {clean_text(exc, set(), 150)})"
         return result, None
-    notes += repair_notes
+    notes += read_notes + repair_notes
     if repair_notes or note:
         backup = course / "grading_backups" / student / aid
         backup.mkdir(parents=True, exist_ok=True)
@@ -323,11 +376,21 @@ def grade_one(student: str, settings: Settings, release, source, replays: Worker
     elif state == "kernel died":
         notes.append("the kernel died while running the notebook (os._exit, a crash, or too much memory); "
                      "tests after that point got no points")
+    elif state == "interrupt ignored":
+        notes.append(f"a cell ran past the {limits.cell_timeout_s:g} s limit per cell and did not stop when "
+                     "interrupted, so the notebook was stopped there; tests after that point got no points")
+    elif state.startswith("unreadable output"):
+        notes.append(f"your notebook sent output the grader could not read ({state.split(': ', 1)[-1][:60]}), so "
+                     "the notebook was stopped there (output nested too deeply, a number too long, or a message "
+                     "sent past Jupyter's own display functions); tests after that point got no points")
     elif state.startswith("runner error"):
         notes.append(f"the notebook could not be run to its end twice ({state[len('runner error: '):][:80]}); tests "
                      "that had not run got no points: if your notebook does not cause this, tell your instructor, "
                      "who can grade it again")
-    if outcome.get("timeouts"):
+    hit = outcome.get("limits_hit") if isinstance(outcome.get("limits_hit"), dict) else {}
+    if sandbox.limits_note(hit, limits):
+        notes.append(sandbox.limits_note(hit, limits) + "; tests that did not run got no points")
+    if outcome.get("timeouts") and state != "interrupt ignored":
         notes.append(f"{int(outcome['timeouts'])} cell(s) ran past the {limits.cell_timeout_s:g} s limit per cell "
                      "and were interrupted")
     for cell in shown.cells:
@@ -456,6 +519,31 @@ def settle(course: Path, assignment: str, result: Result, manual: list[str]) -> 
         result.status = "graded"
 
 
+def plain_text_page(assignment: str, result: Result) -> str:
+    """The last resort when a student's page cannot be written: escaped text, nothing to render."""
+    import html
+
+    lines = [f"{assignment}", f"Student: {result.student}", f"Score: {result.score:g} / {result.max_score:g}",
+             result.note or "", *(f"{gid}: {t[0]:g} / {t[1]:g} {t[2]}" for gid, t in result.tests.items())]
+    text = html.escape(text_safe("\n".join(lines)))
+    return f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(text_safe(assignment))}</title></head>" \
+           f"<body><pre>{text}</pre></body></html>\n"
+
+
+def write_page_safely(page: Path, render, result: Result) -> str:
+    """Write one student's page; if that fails, a plain-text page; a log line for what failed ("" if nothing)."""
+    try:
+        write_atomic(page, render())
+        return ""
+    except Exception as exc:  # noqa: BLE001 - logged; the run goes on
+        why = f"{type(exc).__name__}: {text_safe(str(exc))[:200]}"
+    try:
+        write_atomic(page, plain_text_page(page.stem, result))
+        return f"{shown_id(result.student)}: the page could not be written ({why}); a plain-text page instead\n"
+    except Exception as exc:  # noqa: BLE001
+        return f"{shown_id(result.student)}: no page could be written ({why}; {type(exc).__name__})\n"
+
+
 def failure_page(assignment: str, result: Result) -> str:
     items = [f"{gid}: {t[0]:g} / {t[1]:g} {t[2]}" for gid, t in result.tests.items()]
     return pages.simple_page(f"{assignment}", [
@@ -474,7 +562,7 @@ def fingerprint(course: Path, assignment: str, student: str, inputs: bytes) -> s
     folder = course / "submitted" / student / assignment
     try:
         for path in sorted(folder.iterdir()):
-            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_NOTEBOOK_BYTES:
+            if path.is_file() and not path.is_symlink() and path.stat().st_size <= MAX_FILE_BYTES:  # a large notebook is graded: its content counts
                 h.update(path.name.encode("utf-8", "surrogateescape") + b"\0" + path.read_bytes())
     except OSError:
         return None
@@ -574,6 +662,9 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
         raise SystemExit(f"no submission of {assignment} from {unknown} under {submitted}/")
     jobs = max(1, jobs or os.cpu_count() or 1)
     log = io.StringIO()
+    limits_line = "" if settings.unsafe or scheduler else sandbox.enforcement(limits) + "\n"  # for the log's end
+    if limits_line and sandbox.Cgroup.support()[0] is None:  # (a distributed worker's sandbox is its machine's)
+        print(f"warning: {limits_line.strip()}", file=sys.stderr)
     previous = load_results(course, assignment)
     results: dict[str, Result] = {f: r for f, r in previous.items() if f in students}  # kept unless regraded
     inputs = (source_path.read_bytes() + release_path.read_bytes() + GRADER_VERSION.encode()
@@ -605,6 +696,7 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
             outcomes = _grade_locally(settings, release, source, [s for s, _ in to_grade], jobs, progress)
         for (student, fp) in to_grade:
             result, nb = outcomes[student]
+            result.note = text_safe(result.note)
             result.fingerprint = fp if result.status != "failed" or nb is None else None
             results[student], shown[student] = result, nb
             fresh.append(student)
@@ -639,8 +731,9 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
                 problem = f"{type(exc).__name__}: {str(exc)[:200]}"
         if problem:
             r.note = "; ".join(x for x in (r.note, f"not recorded in the gradebook ({problem})") if x)
-    for student in fresh:
-        results[student].max_score = max_score
+    for student in results:  # the assignment's points, whether or not the folder name could be graded
+        if student in fresh or id_problem(student) is not None:
+            results[student].max_score = max_score
     # Late penalties of the students kept from the last run follow today's due date and plug-in too.
     refresh = []
     if problem is None:
@@ -658,15 +751,15 @@ def _grade_all(settings: Settings, release, source, source_path: Path, release_p
     write_feedback(course, assignment, valid + refresh, results, shown, problem is None, jobs, log)
     for student in results:  # every student gets a page, whatever their folder is called
         if student not in valid and (student in fresh or id_problem(student) is not None):
-            write_atomic(course / "feedback" / student / assignment / f"{assignment}.html",
-                         failure_page(assignment, results[student]))
+            page = course / "feedback" / student / assignment / f"{assignment}.html"
+            log.write(write_page_safely(page, lambda: failure_page(assignment, results[student]), results[student]))
     seconds = time.monotonic() - started
     meta = {"assignment": assignment, "graded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "seconds": round(seconds, 1), "graded_now": len(fresh), "kept": len(results) - len(fresh),
             "jobs": jobs, "scheduler": scheduler, "max_score": max_score}
     save_results(course, assignment, results, meta)
     write_csv(course, assignment, results)
-    write_atomic(course / "grades" / f"{assignment}.log", log.getvalue())
+    write_atomic(course / "grades" / f"{assignment}.log", log.getvalue() + limits_line)
     from grader import report
 
     report.write_assignment_report(course, assignment, source, results, meta)
@@ -727,7 +820,7 @@ def write_csv(course: Path, assignment: str, results: dict[str, Result]) -> None
     if grades.exists() and not grades.is_dir():
         grades.unlink()
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csvsafe.writer(out)  # no cell a spreadsheet would run as a formula
     writer.writerow(CSV_COLUMNS)
     for key in sorted(results):
         r = results[key]
@@ -810,8 +903,16 @@ def write_feedback(course: Path, assignment: str, valid: list[str], results: dic
     renderers = Workers("grader.feedback", FEEDBACK_TIMEOUT_S)
 
     def one(student: str) -> str:
-        r = results[student]
         page = course / "feedback" / student / assignment / f"{assignment}.html"
+        try:
+            return one_page(student, page)
+        except Exception as exc:  # noqa: BLE001 - one student's page never ends the run
+            r = results[student]
+            return (f"{shown_id(student)}: writing the feedback page failed ({type(exc).__name__}: "
+                    f"{text_safe(str(exc))[:200]}); " + write_page_safely(page, lambda: plain_text_page(assignment, r), r))
+
+    def one_page(student: str, page: Path) -> str:
+        r = results[student]
         # nbgrader's exchange (release_feedback) reads the submission's time and secret beside each page
         write_atomic(page.parent / "timestamp.txt", f"{r.timestamp:%Y-%m-%d %H:%M:%S.%f} UTC")
         secret = course / "autograded" / student / assignment / "submission_secret.txt"
@@ -848,13 +949,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="grade again submissions that have not changed since the last run")
     parser.add_argument("--scheduler", default=None,
-                        help="a Dask scheduler's address (tcp://host:8786): grade on its workers")
+                        help="a Dask scheduler's address (tls://host:8786, or tcp://127.0.0.1:8786): grade on its workers")
+    parser.add_argument("--tls-ca-file", default=None, help="the Dask cluster's CA certificate (make dask-certs)")
+    parser.add_argument("--tls-cert", default=None, help="the grader's certificate for the Dask cluster")
+    parser.add_argument("--tls-key", default=None, help="the grader's private key for the Dask cluster")
+    parser.add_argument("--insecure-scheduler", action="store_true",
+                        help="accept a plain tcp:// scheduler off this machine (no encryption, no authentication)")
     parser.add_argument("--course", type=Path, default=ROOT, help="the course folder (default: the one holding this grader)")
     parser.add_argument("--after-hand-grading", action="store_true",
                         help="write the final CSV and feedback pages from the gradebook (after grading by hand "
                              "in the formgrader); runs no notebook")
     args = parser.parse_args(argv)
     start = time.monotonic()
+    if args.scheduler:
+        from grader import distributed
+
+        distributed.configure(args.scheduler, args.tls_ca_file, args.tls_cert, args.tls_key, args.insecure_scheduler)
     if args.after_hand_grading:
         results = after_hand_grading(args.assignment, args.course, args.jobs)
     else:

@@ -5,7 +5,9 @@ browser from the disk) and its data ``grades/<id>-report.json``: the score
 distribution, each test's pass rate, for each exercise the mistakes the tests
 recognised with how many students made each, the submissions that crashed or
 ran out of time, who waits for hand grading, and the grading time. No student
-code and no test text is in it: mistakes are the tests' own names for them.
+code and no test text is in it: mistakes are the tests' own names for them, and
+what a student's code raised is shown only as "their code raised <a built-in
+exception's name>", never its text.
 
     python -m grader.report            (make report)
 
@@ -16,6 +18,7 @@ student in ``grades/report/students/`` (their scores over the term), from every
 from __future__ import annotations
 
 import base64
+import builtins
 import html
 import io
 import json
@@ -60,7 +63,19 @@ def exercises_of(source) -> dict[str, dict]:
 
 
 def mistake_of(message: str) -> str:
-    """A failed test's message reduced to the mistake it names (never student text)."""
+    """A failed test's message reduced to the mistake it names (never student text).
+
+    What follows "calling it raised" is the student's own output (their exception's text): it is
+    never read for a mistake's name, and only a built-in exception's name is shown."""
+    raised = re.search(r"calling it raised (.*)", message, re.S)
+    if raised:
+        name = re.match(r"[A-Za-z_][A-Za-z0-9_]*", raised.group(1))
+        kind = getattr(builtins, name.group(0), None) if name else None
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            return f"their code raised {kind.__name__}"
+        return "their code raised an exception of its own"
+    if "not available while your notebook is graded" in message:  # the kernel's text after it: never shown
+        return "called the course's own version instead of writing it"
     found = re.search(r"They match what you get when (.+?)\.(\s|$)", message)
     if found:
         return found.group(1)
@@ -75,11 +90,6 @@ def mistake_of(message: str) -> str:
         return "called the framework's own function instead of writing it"
     if "sent no results for this test" in message or "sent this test's results more than once" in message:
         return "no results reached the grader (the test's code did not run as written)"
-    if "not available while your notebook is graded" in message:
-        return "called the course's own version instead of writing it"
-    raised = re.search(r"calling it raised ([A-Za-z_][A-Za-z0-9_]*)", message)
-    if raised:
-        return f"their code raised {raised.group(1)}"
     if "did not run" in message or "produced no result" in message:
         return "the test did not run (the notebook stopped before it)"
     if "expected shape" in message:

@@ -17,13 +17,24 @@ test the job names, the one report of that test's own ``_end_test`` call,
 checks its size, depth and types, and writes it to RESULT (a folder the sandbox
 cannot see), after every test, so a crash later keeps what came before.
 
-RESULT: ``{"state": "finished" | "budget" | "kernel died" | "runner error: ...",
+Each cell has a hard deadline: its timeout, then an interrupt, then ``INTERRUPT_GRACE_S``;
+a kernel still busy then (it ignores SIGINT, say) is killed with everything in its
+sandbox (SIGKILL from outside), and the notebook stops there. So a notebook costs at
+most one cell timeout and the grace past its last useful cell, and never more than
+its budget and the grace. A message from the kernel that the runner cannot read (not
+JSON, nested too deep, numbers too long, content that is not an object) is the
+submission's doing: the notebook stops there with the state "unreadable output".
+
+RESULT: ``{"state": "finished" | "budget" | "kernel died" | "interrupt ignored" | "unreadable output: ..."
+| "runner error: ...",
 "cells_run": n, "timeouts": n, "tests": {grade_id: {"entries": [...], "error": ename | None,
-"problem": text | None}}, "log": kernel start-up log tail}``.
+"problem": text | None}}, "log": kernel start-up log tail, "cgroup": "v2" | "v1" | None,
+"limits_hit": {"memory": bool, "processes": bool}}``.
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -51,14 +62,38 @@ INSIDE_IP = "/tmp/.k"
 GRADING = "__import__('utils.grading', fromlist=['grading'])"
 MAX_DEPTH = 24
 MAX_STRING = 100_000
+INTERRUPT_GRACE_S = 5.0  # how long a kernel has to stop after an interrupt before its sandbox is killed
+
+
+class KernelMessageError(Exception):
+    """The kernel sent a message the runner cannot read: the submission's doing, never the grader's."""
+
+
+def checked(get_msg):
+    """A channel's ``get_msg`` that turns a message the runner cannot read into ``KernelMessageError``."""
+    async def get_checked(*args, **kwargs):
+        try:
+            msg = await get_msg(*args, **kwargs)
+        except (ValueError, RecursionError, TypeError, KeyError, UnicodeError, OverflowError, MemoryError) as exc:
+            raise KernelMessageError(type(exc).__name__) from None
+        if not (isinstance(msg, dict) and isinstance(msg.get("header"), dict)
+                and isinstance(msg.get("parent_header"), dict) and isinstance(msg.get("content"), dict)
+                and isinstance(msg.get("msg_type"), str) and isinstance(msg.get("metadata", {}), dict)):
+            raise KernelMessageError("a message that is not a Jupyter message")
+        return msg
+
+    get_checked.sliced = getattr(get_msg, "sliced", False)
+    return get_checked
 
 
 class SandboxedKernelManager(AsyncKernelManager):
     """A kernel manager whose kernel runs in the grading sandbox (ipc sockets, message interrupts)."""
 
-    def __init__(self, lib: Path, limits: sandbox.Limits, uid: int | None, **kwargs) -> None:
+    def __init__(self, lib: Path, limits: sandbox.Limits, uid: int | None,
+                 cgroup: sandbox.Cgroup | None = None, **kwargs) -> None:
         super().__init__(kernel_name="python3", transport="ipc", ip=INSIDE_IP, **kwargs)
         self.sandbox_lib, self.sandbox_limits, self.sandbox_uid = lib, limits, uid
+        self.sandbox_cgroup = cgroup
 
     @property
     def kernel_spec(self) -> KernelSpec:  # the sandbox's own: this Python, interrupts by message
@@ -71,7 +106,7 @@ class SandboxedKernelManager(AsyncKernelManager):
         os.chmod(host, 0o644)  # the sandbox's uid reads it (its folder is the runner's own)
         argv = [INSIDE_CONNECTION if part == host else part for part in super().format_kernel_cmd(extra_arguments)]
         return sandbox.command(argv, self.sandbox_lib, self.sandbox_limits, self.sandbox_uid,
-                               files={INSIDE_CONNECTION: Path(host)})
+                               files={INSIDE_CONNECTION: Path(host)}, cgroup=self.sandbox_cgroup)
 
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         await super()._async_launch_kernel(kernel_cmd, **kw)
@@ -92,6 +127,8 @@ class SandboxedKernelManager(AsyncKernelManager):
             except OSError:
                 pass
             self.sandbox_root = None
+        if self.sandbox_cgroup is not None:  # and anything that left the namespace's process tree
+            self.sandbox_cgroup.kill()
 
 
 class UnsafeKernelManager(AsyncKernelManager):
@@ -111,10 +148,17 @@ class UnsafeKernelManager(AsyncKernelManager):
 
 
 class CappedClient(SteadyClient):
-    """nbclient with a cap on what one cell's outputs may hold (a flood costs the student, not the runner)."""
+    """nbclient with a cap on what one cell's outputs may hold (a flood costs the student, not the runner),
+    reading the kernel's messages through ``checked``."""
 
     cap = 200_000
     used = 0
+
+    async def async_start_new_kernel_client(self):
+        kc = await super().async_start_new_kernel_client()
+        for channel in (kc.shell_channel, kc.iopub_channel):
+            channel.get_msg = checked(channel.get_msg)
+        return kc
 
     def output(self, outs, msg, display_id, cell_index):
         content = msg.get("content", {})
@@ -175,17 +219,34 @@ async def run(job: dict, out: Path) -> dict:
     room = limits.report_bytes
     conn_dir = Path(tempfile.mkdtemp(prefix="grader-kernel-"))  # the runner's own (0700)
     log_path = conn_dir / "kernel.log"
+    cgroup = None if job.get("unsafe") else sandbox.Cgroup.create(limits)
+    result["cgroup"] = cgroup.kind if cgroup is not None else None
     with sandbox.uid_lease() as uid, log_path.open("wb") as log:
         if job.get("unsafe"):
             km = UnsafeKernelManager(lib, connection_file=str(conn_dir / "kernel.json"))
         else:
-            km = SandboxedKernelManager(lib, limits, uid, connection_file=str(conn_dir / "kernel.json"))
+            km = SandboxedKernelManager(lib, limits, uid, cgroup, connection_file=str(conn_dir / "kernel.json"))
         nb = nbformat.v4.new_notebook()
         client = CappedClient(nb, km=km, timeout=int(limits.cell_timeout_s), allow_errors=True,
                               interrupt_on_timeout=True, record_timing=False, shutdown_kernel="immediate",
                               startup_timeout=120, iopub_timeout=10)
         per_cell = max(2_000, limits.max_output_bytes // max(1, len(job["cells"])))
         start = time.monotonic()
+
+        class InterruptIgnored(Exception):
+            pass
+
+        def stop_sandbox() -> None:
+            if isinstance(km, SandboxedKernelManager):
+                km.end_sandbox()
+            elif km.has_kernel and km.provisioner is not None and km.provisioner.process is not None:
+                with contextlib.suppress(OSError):
+                    os.killpg(km.provisioner.process.pid, signal.SIGKILL)
+
+        async def cancel(task) -> None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
         async def execute(code: str, cap: int) -> nbformat.NotebookNode:
             cell = nbformat.v4.new_code_cell(code)
@@ -194,8 +255,15 @@ async def run(job: dict, out: Path) -> dict:
             client.timeout = max(1, int(min(limits.cell_timeout_s, left)))
             client.cap, client.used = cap, 0
             began = time.monotonic()
+            task = asyncio.ensure_future(client.async_execute_cell(cell, len(nb.cells) - 1, store_history=False))
             try:
-                await client.async_execute_cell(cell, len(nb.cells) - 1, store_history=False)
+                done, _ = await asyncio.wait({task}, timeout=client.timeout + INTERRUPT_GRACE_S)
+                if not done:  # interrupted at its timeout and still busy: the kernel does not stop
+                    result["timeouts"] += 1
+                    stop_sandbox()
+                    await cancel(task)
+                    raise InterruptIgnored
+                task.result()
             except CellTimeoutError:
                 result["timeouts"] += 1
                 cell.setdefault("outputs", []).append(nbformat.v4.new_output(
@@ -235,8 +303,16 @@ async def run(job: dict, out: Path) -> dict:
                         break
                 else:
                     result["state"] = "finished"
+        except InterruptIgnored:
+            result["state"] = "interrupt ignored"
         except DeadKernelError:
             result["state"] = "kernel died"
+        except KernelMessageError as exc:
+            result["state"] = f"unreadable output: {exc}"
+        except (RecursionError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            # raised while nbclient handled the kernel's messages during a cell: what the kernel sent
+            result["state"] = (f"unreadable output: {type(exc).__name__}" if result["state"] == "running"
+                               else f"runner error: {type(exc).__name__}")
         except Exception as exc:  # noqa: BLE001 - reported to the grader as data
             if result["state"] == "starting":
                 result["state"] = f"runner error: kernel did not start ({type(exc).__name__})"
@@ -245,6 +321,9 @@ async def run(job: dict, out: Path) -> dict:
         finally:
             if isinstance(km, SandboxedKernelManager):
                 km.end_sandbox()
+            if cgroup is not None:
+                result["limits_hit"] = cgroup.hit()
+                cgroup.remove()
     try:
         with log_path.open("rb") as fh:
             fh.seek(max(0, log_path.stat().st_size - 3000))

@@ -154,15 +154,18 @@ def lab(tmp_path_factory: pytest.TempPathFactory):
         log.close()
 
 
-def chrome_driver():
-    """A headless Chromium driven by the system's chromedriver (tests/test_hub.py uses it too)."""
+def chrome_driver(*extra_args: str, capabilities: dict | None = None):
+    """A headless Chromium driven by the system's chromedriver (tests/test_hub.py and
+    tests/test_grader_cli_class.py use it too), with ``extra_args`` and ``capabilities`` added."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                "--window-size=1400,1000", "--no-first-run", "--disable-extensions"):
+                "--window-size=1400,1000", "--no-first-run", "--disable-extensions", *extra_args):
         options.add_argument(arg)
+    for name, value in (capabilities or {}).items():
+        options.set_capability(name, value)
     options.binary_location = next(shutil.which(b) for b in BROWSERS if shutil.which(b))
     driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
     driver.set_script_timeout(60)

@@ -167,6 +167,13 @@ class Sneaky:
     out["m_probe"] = {"prefix": probe, "base": "good"}
     out["n_kill_everything"] = {"suffix": "import os, signal\nos.kill(-1, signal.SIGKILL)\n", "base": "good"}
     out["p_hostile_markdown"] = {"markdown": HOSTILE_MARKDOWN, "base": "good"}
+    # Output the runner cannot read, sent after the last answer: a display() of 700-deep JSON, and a message
+    # signed with the kernel's own key whose content is a list (not a Jupyter message)
+    out["q_unreadable_display"] = {"suffix": "x = []\nfor _ in range(700):\n    x = [x]\nfrom IPython.display import display\n"
+                                             "display({'application/json': x}, raw=True)\n", "base": "good"}
+    out["r_forged_message"] = {"suffix": "ip = get_ipython()\nk = ip.kernel\nk.session.send(k.iopub_socket, 'display_data', "
+                                         "content=b'[1, 2]', parent=ip.get_parent())\nimport time\ntime.sleep(1)\n",
+                               "base": "good"}
     if "masked_softmax" in zeros:  # the frame reader fits assignment 1's array answers
         out["i_frame_reader"] = {"cells": {"masked_softmax": frame + (
             "\ndef masked_softmax(scores, mask=None):\n    return Sneaky(tuple(scores.shape))\n")}, "base": "zeros"}
@@ -536,7 +543,7 @@ def test_own_cells_are_kept_in_place(attacked) -> None:
 
 
 def test_pages_are_safe_to_open(attacked) -> None:
-    """No script (but the grader's MathJax loader), no event handler, no javascript: link in any page
+    """No script at all, no event handler, no javascript: link, nothing loaded from outside in any page
     or autograded notebook, whatever the student's markdown held; and its maths bomb was cut."""
     course, aid = attacked["course"], attacked["id"]
     pages = sorted(course.glob(f"feedback/*/{aid}/{aid}.html"))
@@ -545,8 +552,10 @@ def test_pages_are_safe_to_open(attacked) -> None:
         found = _Elements()
         found.feed(page.read_text(encoding="utf-8"))
         scripts = [attrs for tag, attrs in found.elements if tag == "script"]
-        assert len(scripts) == 2 and dict(scripts[1]).get("src", "").startswith("https://cdn.jsdelivr.net/npm/mathjax@3/"), page
-        assert "window.MathJax" in found.script_text and "ui/safe" in found.script_text, page
+        assert not scripts and not found.script_text, page
+        for tag, attrs in found.elements:
+            if tag in ("img", "link", "iframe", "source", "video", "audio"):
+                assert all(v.startswith("data:image/") for n, v in attrs if n in ("src", "href") and v), (page, attrs)
         for tag, attrs in found.elements:
             for name, value in attrs:
                 assert not name.lower().startswith("on"), (page, tag, name)
@@ -559,6 +568,16 @@ def test_pages_are_safe_to_open(attacked) -> None:
 
 def test_duplicate_cells_are_noted(attacked) -> None:
     assert "second copy" in attacked["results"]["j_duplicated_test_cell"].note
+
+
+def test_output_the_runner_cannot_read_is_the_submissions_result(attacked) -> None:
+    """The kernel's unreadable or forged messages: the student's result, said so, the notebook run once
+    (no "could not be run to its end twice ... tell your instructor"), the points before it kept."""
+    for student in ("q_unreadable_display", "r_forged_message"):
+        r = attacked["results"][student]
+        assert "sent output the grader could not read" in r.note, (student, r.note)
+        assert "twice" not in r.note and "tell your instructor" not in r.note, (student, r.note)
+        assert r.status != "failed" and 0 < r.score < attacked["results"]["a_good"].max_score, (student, r)
 
 
 # --- what stops the run for everyone ---------------------------------------------------------
@@ -627,6 +646,7 @@ def test_any_student_id_a_file_system_holds_is_graded(small_course) -> None:
     odd = results["new\\nline"]
     assert odd.status == "failed" and "rename the folder" in odd.note, odd
     assert rows["new\\nline"]["status"] == "failed"
+    assert rows["new\\nline"]["max_score"] == f"{small_course['total']:g}", rows["new\\nline"]  # not 0
     assert (course / "feedback" / "new\nline" / AID / f"{AID}.html").is_file()
     assert not (course / "pwned").exists() and not Path("pwned").exists()
 
@@ -716,6 +736,126 @@ def test_a_process_bomb_cannot_starve_a_sandbox_of_another_grading_run(tmp_path)
     assert "threads-ok" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-2000:]
 
 
+HOGS = r"""
+import os, select, sys, time
+N, MB = int(sys.argv[1]), int(sys.argv[2])
+r, w = os.pipe()
+kids = []
+for _ in range(N):
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        os.close(r)
+        b = bytearray(MB * 2**20)
+        for i in range(0, len(b), 4096):
+            b[i] = 1
+        os.write(w, os.getpid().to_bytes(4, "little"))
+        time.sleep(60)
+        os._exit(0)
+    kids.append(pid)
+os.close(w)
+reported, reaped, buf = set(), set(), b""
+
+
+def reap():
+    try:
+        while (pid := os.waitpid(-1, os.WNOHANG)[0]):
+            reaped.add(pid)
+    except ChildProcessError:
+        pass
+
+
+while not set(kids) <= reported | reaped:
+    if select.select([r], [], [], 0.2)[0]:
+        buf += os.read(r, 4000)
+        while len(buf) >= 4:
+            reported.add(int.from_bytes(buf[:4], "little"))
+            buf = buf[4:]
+    reap()
+time.sleep(1)
+reap()
+held = len(reported - reaped)  # alive now, each holding its memory
+print("forked", len(kids), "held", held, flush=True)
+"""
+
+
+@pytest.mark.parametrize("count, mib", [(200, 16), (8, 300)], ids=["fork-bomb-of-allocators", "many-large-allocators"])
+def test_the_sandbox_memory_and_process_caps_hold_for_all_its_processes(tmp_path, count, mib) -> None:
+    """Limits a kernel cannot multiply: many processes that each allocate memory stay, all together, under
+    the sandbox's memory cap (per-process limits let 256 processes hold 8 GB each), and a bomb stops at the
+    sandbox's process cap; the sandbox says which limit it hit."""
+    from grader import reference
+
+    kind, why = sandbox.Cgroup.support()
+    if kind is None:
+        pytest.skip(f"no cgroup can be made here ({why}): the grader falls back to per-process limits")
+    lib = reference.view(tmp_path / "lib", None)
+    os.chmod(tmp_path, 0o755)
+    limits = sandbox.Limits(processes=64, sandbox_memory_bytes=512 * 2**20)
+    hit: dict = {}
+    code, out = sandbox.run([sys.executable, "-c", HOGS, str(count), str(mib)], lib, limits, timeout=120, hit=hit)
+    assert "forked" in out, out
+    forked, held = int(out.split("forked")[1].split()[0]), int(out.split("held")[1].split()[0])
+    assert held * mib < 512, f"{held} processes held {mib} MiB each at once: over the sandbox's 512 MiB"
+    assert hit.get("memory"), hit
+    if count > limits.processes:
+        assert forked < limits.processes and hit.get("processes"), (forked, hit)
+
+
+def test_cgroup_v2_files_are_the_ones_the_kernel_reads(tmp_path, monkeypatch) -> None:
+    """The cgroup v2 path, on a delegated folder (``GRADER_CGROUP``) laid out as the kernel lays one out:
+    the grader enables the controllers, writes memory.max and pids.max in the sandbox's own cgroup, joins it
+    through cgroup.procs, and reads memory.events and pids.events for the student's note. (This machine's
+    memory and pids controllers are on cgroup v1, which the graded classes above use.)"""
+    base = tmp_path / "delegated"
+    base.mkdir()
+    (base / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (base / "cgroup.subtree_control").write_text("\n")
+    real_mkdir = Path.mkdir
+
+    def mkdir_like_cgroupfs(self, *args, **kwargs):  # cgroupfs fills a new cgroup with its files
+        real_mkdir(self, *args, **kwargs)
+        for name in ("cgroup.subtree_control", "cgroup.procs", "memory.events", "pids.events"):
+            if not (self / name).exists():
+                (self / name).write_text("")
+
+    monkeypatch.setattr(Path, "mkdir", mkdir_like_cgroupfs)
+    monkeypatch.setenv(sandbox.CGROUP_ENV, str(base))
+    assert sandbox.Cgroup.support() == ("v2", "")
+    limits = sandbox.Limits(processes=48, sandbox_memory_bytes=300 * 2**20)
+    cgroup = sandbox.Cgroup.create(limits)
+    folder = cgroup.folders[0]
+    assert cgroup.kind == "v2" and folder.parent == base / sandbox.CGROUP_DIR
+    assert "memory" in (base / "cgroup.subtree_control").read_text()
+    assert (folder / "memory.max").read_text() == str(300 * 2**20) and (folder / "pids.max").read_text() == "48"
+    assert str(folder / "cgroup.procs") in cgroup.join_command()
+    assert cgroup.hit() == {"memory": False, "processes": False}
+    (folder / "memory.events").write_text("low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n")
+    (folder / "pids.events").write_text("max 3\n")
+    assert cgroup.hit() == {"memory": True, "processes": True}
+    note = sandbox.limits_note(cgroup.hit(), limits)
+    assert "more than 300 MiB of memory" in note and "more than 48 processes" in note, note
+
+
+def test_without_cgroups_the_sandbox_falls_back_to_per_process_limits_and_says_so(tmp_path, monkeypatch) -> None:
+    """An instructor's laptop without root (no cgroup to write): the sandbox still runs, with per-process
+    limits, and the grading log's line says that a notebook can multiply them."""
+    from grader import reference
+
+    monkeypatch.setattr(sandbox.Cgroup, "_v2_parent", staticmethod(lambda: (None, "no v2 here")))
+    monkeypatch.setattr(sandbox.Cgroup, "_v1_parents", staticmethod(lambda: (None, "no v1 here")))
+    limits = sandbox.Limits()
+    assert sandbox.Cgroup.create(limits) is None
+    line = sandbox.enforcement(limits)
+    assert "NO cgroup (no v2 here; no v1 here), per-process limits only" in line and ": " not in line, line
+    lib = reference.view(tmp_path / "lib", None)
+    os.chmod(tmp_path, 0o755)
+    code, out = sandbox.run([sys.executable, "-c", "print('ran', 6 * 7)"], lib, limits, timeout=60)
+    assert code == 0 and "ran 42" in out, out
+
+
 @pytest.mark.xdist_group("security01")
 def test_a_runner_failure_is_retried_then_noted(small_course, monkeypatch) -> None:
     """A runner that fails (say, a kernel that did not start on a busy machine) is no verdict on the student."""
@@ -772,7 +912,9 @@ def test_nothing_the_notebook_started_outlives_its_runner(tmp_path) -> None:
                     cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
                 except OSError:
                     continue
-                if f"{marker}.5".encode() in cmd or b"/tmp/.kernel/connection.json" in cmd:
+                # a kernel sandbox of this environment (another checkout's grading may run beside this test)
+                if f"{marker}.5".encode() in cmd or (b"/tmp/.kernel/connection.json" in cmd
+                                                     and sys.prefix.encode() in cmd):
                     if Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
                         found.append(cmd.decode(errors="replace").replace("\0", " "))
         return found

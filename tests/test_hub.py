@@ -2,20 +2,30 @@
 
 One hub (deploy/jupyterhub_config.py, the pure-Python configurable-http-proxy) serves three system
 users created for the test: two students and an instructor, each in their own JupyterLab started
-as their own user. The exchange is set up by deploy/setup_exchange.sh. In Chromium:
+as their own user. The course folder is a copy closed by deploy/setup_course.sh (2770, the
+instructor's and the graders' group's), and the hub runs from that copy's deploy/; the students'
+environment is the repository's .venv, outside it. The exchange is set up by
+deploy/setup_exchange.sh; the hub runs the submission desk (deploy/seal_submissions.py). In Chromium:
 
 * student A logs in, fetches assignment 1 from the Assignments tab, (fills it: written to the
   notebook on disk, as A's own file) and submits it there; student B fetches and submits it blank;
-* the instructor collects (``nbgrader collect``), grades (``python -m grader``, as root in the course
-  folder, as an admin would: the grader's sandbox is bubblewrap, which needs root or user
-  namespaces, and root can always use it) and releases feedback (``nbgrader release_feedback``);
-  the instructor's JupyterLab has the formgrader and it lists the assignment; the students' have
-  neither its menu command nor its server pages;
+  the desk seals both into sealed/, with its own time;
+* as real users, before collection: B submits under A's id (nbgrader's --student, and by hand past
+  the client), A hands in a folder of A's own claiming an early time and rewrites its time and
+  notebook through files held open across the sealing; the sealed copy is then changed as root;
+* the instructor collects (``nbgrader collect``: refusals reported, A's honest submission at the
+  desk's time collected), grades (``python -m grader``, as root in the course folder, as an admin
+  would: the grader's sandbox is bubblewrap, which needs root or user namespaces, and root can
+  always use it) and releases feedback (``nbgrader release_feedback``); the instructor's JupyterLab
+  has the formgrader and it lists the assignment; the students' have neither its menu command nor
+  its server pages;
 * student A fetches the feedback in the Assignments tab and opens the page: it shows A's score.
 
-Then, as student A, every way to B's submission is refused: listing the exchange's inbound and
-feedback folders, reading, changing or removing B's submission at its exact name, B's home; and
-through the hub, B's server's pages and files with A's login.
+Then, as student A, every way to what is not A's is refused: the course folder (solutions, the
+gradebook, submitted/, autograded/, feedback/, grades/ and B's files in them), the exchange's
+inbound, sealed and feedback folders, B's sealed submission at its exact name, A's own sealed time
+and notebook, B's home; A's server has no COURSE_DIR; and through the hub, B's server's pages and
+files with A's login.
 
 Users are created with ``useradd`` (names with a random part) and removed with their homes at the
 end, also when a step fails. Skips where users cannot be created (not root) or JupyterHub is not
@@ -108,10 +118,14 @@ class Class:
         os.chmod(self.base, 0o755)
         self.course, self.exchange, self.homes = self.base / "course", self.base / "exchange", self.base / "home"
         self.inbound = self.exchange / COURSE_ID / "inbound"
+        self.sealed = self.exchange / COURSE_ID / "sealed"
+        self.student_config = self.base / "student-config"  # the hub's copy, outside the course folder
         self.users: list[str] = []
         self.hub: subprocess.Popen | None = None
         self.log = self.base / "hub.log"
-        self.opening = _opening([Path(sys.executable).resolve(), VENV, ROOT / "deploy"])
+        # The course's environment: here the repository's .venv, outside the course folder (its
+        # package an editable install of the repository, not of the course folder under test).
+        self.opening = _opening([Path(sys.executable).resolve(), VENV, ROOT / "utils"])
 
     # -- commands -------------------------------------------------------------------------
     def ns(self, argv: list[str]) -> list[str]:
@@ -120,13 +134,20 @@ class Class:
             return argv
         return ["unshare", "-m", "--propagation", "private", "bash", "-c", self.opening + '; exec "$@"', "_", *argv]
 
-    def env_of(self, user: str) -> list[str]:
+    def env_of(self, user: str, **extra: str) -> list[str]:
         home = self.homes / user
         return ["env", "-i", f"HOME={home}", f"USER={user}", f"LOGNAME={user}", "LANG=C.UTF-8",
-                f"PATH={VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin"]
+                f"PATH={VENV / 'bin'}:/usr/local/bin:/usr/bin:/bin", *(f"{k}={v}" for k, v in extra.items())]
 
-    def as_user(self, user: str, argv: list[str], cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
-        return _run(self.ns(["runuser", "-u", user, "--", *self.env_of(user), *argv]), check=check, cwd=cwd or self.homes / user)
+    def as_user(self, user: str, argv: list[str], cwd: Path | None = None, check: bool = True,
+                **extra: str) -> subprocess.CompletedProcess:
+        return _run(self.ns(["runuser", "-u", user, "--", *self.env_of(user, **extra), *argv]), check=check,
+                    cwd=cwd or self.homes / user)
+
+    def as_student(self, user: str, argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
+        """``argv`` as a student in a terminal of their JupyterLab: the students' config, never the course folder."""
+        return self.as_user(user, argv, check=check, JUPYTER_CONFIG_PATH=str(self.student_config),
+                            COURSE_EXCHANGE=str(self.exchange), COURSE_ID=COURSE_ID)
 
     def shell_as(self, user: str, script: str) -> subprocess.CompletedProcess:
         """A shell command as ``user`` (no Python needed), never checked: the caller asserts."""
@@ -147,9 +168,10 @@ class Class:
                 dst = self.course / name
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dst)
-        _run(["chown", "-R", f"{self.teacher}:", str(self.course)])
+        # Closed to students (2770 teacher:graders), as deploy/setup_course.sh makes it.
+        _run([str(ROOT / "deploy" / "setup_course.sh"), str(self.course), self.teacher, self.graders])
         _run([str(ROOT / "deploy" / "setup_exchange.sh"), str(self.exchange), COURSE_ID, self.teacher, self.graders])
-        probe = self.as_user(self.a, [sys.executable, "-c", "import nbgrader, jupyterhub"], check=False)
+        probe = self.as_user(self.a, [sys.executable, "-c", "import nbgrader, jupyterhub, utils"], check=False)
         if probe.returncode != 0:
             pytest.fail(f"the course's environment {VENV} cannot be used by another user:\n{probe.stderr[-2000:]}")
 
@@ -164,12 +186,14 @@ class Class:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "PYTEST", "COURSE_"))}
         env.update(
             COURSE_STUDENTS=f"{self.a},{self.b}", COURSE_INSTRUCTORS=self.teacher, HUB_TRIAL_PASSWORD=PASSWORD,
-            COURSE_DIR=str(self.course), COURSE_ENV=str(VENV), COURSE_EXCHANGE=str(self.exchange),
+            COURSE_DIR=str(self.course), COURSE_ENV=str(VENV), COURSE_EXCHANGE=str(self.exchange), COURSE_ID=COURSE_ID,
+            HUB_STUDENT_CONFIG=str(self.student_config),
             HUB_STATE=str(state), HUB_PORT=str(port), HUB_API_PORT=str(_free_port()),
             HUB_PROXY_API_PORT=str(_free_port()), COURSE_EXTRA_CONFIG=str(extra), COURSE_PROFILE="smoke",
             PATH=f"{VENV / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
         )
-        argv = self.ns([str(VENV / "bin" / "jupyterhub"), "-f", str(ROOT / "deploy" / "jupyterhub_config.py")])
+        # The hub's config from the (closed) course folder, as on a real server.
+        argv = self.ns([str(VENV / "bin" / "jupyterhub"), "-f", str(self.course / "deploy" / "jupyterhub_config.py")])
         with open(self.log, "w") as log:
             self.hub = subprocess.Popen(argv, cwd=self.base, env=env, stdout=log, stderr=subprocess.STDOUT,
                                         start_new_session=True)
@@ -209,6 +233,9 @@ class Class:
         for user in self.users:
             subprocess.run(["userdel", "--force", "--remove", user], capture_output=True)
         subprocess.run(["groupdel", self.graders], capture_output=True)
+        if self.log.exists():  # the hub's log (and the desk's) beside the screenshots
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(self.log, SHOTS / "hub.log")
         shutil.rmtree(self.base, ignore_errors=True)
 
 
@@ -298,11 +325,13 @@ def _fetch_and_submit(driver, k: Class, user: str, fills: dict[str, str]) -> Non
         assert k.shell_as(user, f"cp {q(filled)} {q(path)}").returncode == 0
         assert nbformat.read(path, as_version=4) == nb
     submit = _button(driver, "Submit")
-    before = set(os.listdir(k.inbound))
+    before = set(os.listdir(k.sealed))
     submit.click()
-    new = _wait(f"{user}'s submission in the exchange",
-                lambda: [n for n in set(os.listdir(k.inbound)) - before if n.startswith(f"{user}+{AID}+")], 60)
-    stamp = new[0].split("+")[2][:19]  # the submission's time, as the Assignments tab shows it
+    # The course's submission desk takes it out of inbound/ into sealed/, with its own time.
+    _wait(f"{user}'s submission sealed by the desk",
+          lambda: [n for n in set(os.listdir(k.sealed)) - before if n.startswith(f"{user}+{AID}+")], 60)
+    cache = k.homes / user / ".local" / "share" / "jupyter" / "nbgrader_cache" / COURSE_ID
+    stamp = max(p.name for p in cache.glob(f"{user}+{AID}+*")).split("+")[2][:19]  # as the Assignments tab shows it
     _wait(f"the Assignments tab to list the submission of {stamp}", lambda: stamp in driver.find_element("tag name", "body").text
           or driver.find_elements("css selector", ".jp-Dialog"), 60)
     dialogs = driver.find_elements("css selector", ".jp-Dialog")
@@ -314,6 +343,70 @@ def _uid(user: str) -> int:
     import pwd
 
     return pwd.getpwnam(user).pw_uid
+
+
+# A student who keeps files open in a submission of their own making, marks it ready, and once the
+# desk has taken it writes an earlier time and another notebook through them (run as that student).
+LATE_EDIT = r"""
+import os, shutil, sys, time
+folder, notebook = sys.argv[1], sys.argv[2]
+os.mkdir(folder)
+os.chmod(folder, 0o770)  # as PrivateSubmit leaves it: the desk (a grader) may remove it
+name = os.path.join(folder, os.path.basename(notebook))
+shutil.copyfile(notebook, name)
+stamp = open(os.path.join(folder, "timestamp.txt"), "w")
+stamp.write("2020-01-01 00:00:00.000000 UTC")
+stamp.flush()
+nb = open(name, "r+")
+open(os.path.join(folder, ".ready"), "w").close()
+deadline = time.monotonic() + 30
+while os.path.lexists(folder):
+    if time.monotonic() > deadline:
+        sys.exit("the desk did not take the submission in 30 s")
+    time.sleep(0.1)
+stamp.seek(0); stamp.write("2019-01-01 00:00:00.000000 UTC"); stamp.flush()
+nb.seek(0); nb.write("{}"); nb.truncate(); nb.flush()
+print("written after sealing")
+"""
+
+
+def _students_cannot_forge(k: Class, a_sub: Path) -> None:
+    """Before the instructor collects: B submits under A's id; A makes a submission whose time and
+    notebook A rewrites after submitting. Collection then shows what counted (see _story)."""
+    # B, through nbgrader's submit, with A's id: refused, and said why.
+    proc = k.as_student(k.b, [sys.executable, "-m", "nbgrader", "submit", AID, f"--student={k.a}"], check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and f"a submission is accepted only under your own id, not '{k.a}'" in out, \
+        f"B could submit as A through nbgrader (rc={proc.returncode}):\n{out[-2000:]}"
+    # B, past the client, by hand: a blank notebook in a folder named as A's, with a later time,
+    # marked ready. The desk refuses it (B created it), it stays out of sealed/.
+    forged = k.inbound / f"{k.a}+{AID}+2099-01-01 00:00:00.000000 UTC+forged"
+    blank = k.homes / k.b / AID / f"{AID}.ipynb"
+    script = (f"mkdir {q(forged)} && cp {q(blank)} {q(forged)}/ && "
+              f"echo '2099-01-01 00:00:00.000000 UTC' > {q(forged / 'timestamp.txt')} && touch {q(forged / '.ready')}")
+    proc = k.shell_as(k.b, script)
+    assert proc.returncode == 0, proc.stderr
+    _wait("the desk to refuse B's submission under A's id", lambda: f"refused {forged.name!r}" in k.log.read_text(), 30)
+    assert not [n for n in os.listdir(k.sealed) if n.endswith("+forged")], "the desk sealed B's work as A's"
+
+    # A rewrites the time and the notebook through files held open since before submitting.
+    mine = k.homes / k.a / AID / f"{AID}.ipynb"
+    script_file = k.base / "late_edit.py"
+    script_file.write_text(LATE_EDIT)
+    os.chmod(script_file, 0o644)
+    late = k.inbound / f"{k.a}+{AID}+2020-01-01 00:00:00.000000 UTC+latefd"
+    proc = k.as_user(k.a, [sys.executable, str(script_file), str(late), str(mine)], check=False)
+    assert proc.returncode == 0 and "written after sealing" in proc.stdout, proc.stdout + proc.stderr
+    [sealed] = [p for p in k.sealed.iterdir() if p.name.endswith("+latefd")]
+    received = (sealed / "timestamp.txt").read_text()
+    assert received == sealed.name.split("+")[2] and received > (a_sub / "timestamp.txt").read_text(), \
+        f"the sealed time {received!r} is not the desk's"
+    assert json.loads((sealed / ".seal.json").read_text())["claimed"] == "2020-01-01 00:00:00.000000 UTC"
+    assert (sealed / f"{AID}.ipynb").read_bytes() == mine.read_bytes(), "a write after sealing reached the sealed copy"
+    # Nobody but the desk's owner can change it now; if they do (here root, standing in for a
+    # careless grader), collection says so and takes A's previous submission (checked in _story).
+    with open(sealed / f"{AID}.ipynb", "a") as fh:
+        fh.write(" ")
 
 
 def _status(driver, url: str) -> int:
@@ -340,9 +433,14 @@ def _story(k: Class, driver) -> None:
     # 1. Students fetch and submit in their own JupyterLab: A a full solution, B a blank.
     _fetch_and_submit(driver, k, k.a, gs.student_fill(source))
     _fetch_and_submit(driver, k, k.b, {})
-    subs = {u: [n for n in os.listdir(k.inbound) if n.startswith(f"{u}+{AID}+")] for u in (k.a, k.b)}
+    subs = {u: [n for n in os.listdir(k.sealed) if n.startswith(f"{u}+{AID}+")] for u in (k.a, k.b)}
     assert all(len(v) == 1 for v in subs.values()), subs
-    b_sub = k.inbound / subs[k.b][0]
+    assert not os.listdir(k.inbound), f"the desk left submissions in inbound/: {os.listdir(k.inbound)}"
+    a_sub, b_sub = k.sealed / subs[k.a][0], k.sealed / subs[k.b][0]
+    honest_a = (a_sub / "timestamp.txt").read_text()
+    assert honest_a == subs[k.a][0].split("+")[2], "the sealed time is not the desk's"
+    assert (a_sub / "timestamp.txt").stat().st_uid == _uid(k.teacher), "the student still owns their sealed time"
+    _students_cannot_forge(k, a_sub)
 
     # 2. The instructor: the formgrader in their JupyterLab; students have no formgrader pages.
     assert _status(driver, f"{k.url}/user/{k.b}/formgrader") == 404, "a student's server serves the formgrader"
@@ -353,13 +451,23 @@ def _story(k: Class, driver) -> None:
           and "Manage Assignments" in driver.find_element("tag name", "body").text, 120)
     _shot(driver, "3-instructor-formgrader")
 
-    # Collect, grade, release feedback.
-    k.as_user(k.teacher, [sys.executable, "-m", "nbgrader", "collect", AID, f"--Exchange.root={k.exchange}"], cwd=k.course)
+    # Collect (only what the desk sealed, each file checked against its record), grade, release feedback.
+    collect = k.as_user(k.teacher, [sys.executable, "-m", "nbgrader", "collect", AID, f"--Exchange.root={k.exchange}"],
+                        cwd=k.course)
+    log = collect.stdout + collect.stderr
+    assert re.search(rf"Refused: '{re.escape(k.a)}\+{AID}\+[^']*' was submitted by '{k.b}' under the id '{k.a}'", log), \
+        f"collect did not report B's submission under A's id:\n{log[-3000:]}"
+    assert re.search(rf"Refused: the sealed submission '{re.escape(k.a)}\+{AID}\+[^']*\+latefd' was changed after "
+                     rf"the desk received it \({AID}.ipynb changed\)", log), f"collect did not report the edit:\n{log[-3000:]}"
     for u in (k.a, k.b):
         assert (k.course / "submitted" / u / AID / f"{AID}.ipynb").exists(), f"{u}'s submission was not collected"
+    # A's honest submission, at the desk's time: not B's blank under A's id, not the edited one.
+    assert (k.course / "submitted" / k.a / AID / "timestamp.txt").read_text() == honest_a
+    assert (k.course / "submitted" / k.a / AID / f"{AID}.ipynb").read_bytes() == (a_sub / f"{AID}.ipynb").read_bytes()
+    assert not (k.course / "submitted" / k.a / AID / ".seal.json").exists()
     _run([sys.executable, "-m", "grader", AID, "--course", str(k.course), "--jobs", "2"], cwd=k.course,
          env={**os.environ, "COURSE_PROFILE": "smoke"})
-    _run(["chown", "-R", f"{k.teacher}:", str(k.course)])
+    _run([str(ROOT / "deploy" / "setup_course.sh"), str(k.course), k.teacher, k.graders])  # after root's run
     scores = gs.scores(k.course, AID)
     # A: every automatic point (the written answers wait for the instructor's hand grading); B: none.
     assert scores[k.a][0] == scores[k.a][1] - gs.hand_graded_points(source) > 0, scores
@@ -383,29 +491,53 @@ def _story(k: Class, driver) -> None:
     _wait(f"A's feedback page to show {expected!r}", lambda: expected in driver.find_element("tag name", "body").text, 30)
     _shot(driver, "5-a-feedback-page")
 
-    # 4. Student A against B's submission, through the exchange's folders ...
-    inbound, feedback = k.inbound, k.exchange / COURSE_ID / "feedback"
-    attempts = {
-        "list the inbound folder": f"ls {q(inbound)}",
-        "list the feedback folder": f"ls {q(feedback)}",
-        "list B's submission": f"ls {q(b_sub)}",
-        "read B's notebook": f"cat {q(b_sub / f'{AID}.ipynb')}",
-        "read B's submission secret": f"cat {q(b_sub / 'submission_secret.txt')}",
+    # 4. Student A against what is not A's: the course folder, B's work in the exchange, B's home ...
+    inbound, feedback, c = k.inbound, k.exchange / COURSE_ID / "feedback", k.course
+    targets = {
+        "list the course folder": ("ls", c),
+        "list solutions/": ("ls", c / "solutions"),
+        "read the solution with its hidden tests": ("cat", c / "solutions" / AID / f"{AID}.ipynb"),
+        "read the gradebook": ("cat", c / "gradebook.db"),
+        "list submitted/": ("ls", c / "submitted"),
+        "read B's collected notebook": ("cat", c / "submitted" / k.b / AID / f"{AID}.ipynb"),
+        "list autograded/": ("ls", c / "autograded"),
+        "read B's autograded notebook": ("cat", c / "autograded" / k.b / AID / f"{AID}.ipynb"),
+        "list feedback/": ("ls", c / "feedback"),
+        "read B's feedback page in the course": ("cat", c / "feedback" / k.b / AID / f"{AID}.html"),
+        "list the grades folder": ("ls", c / "grades"),
+        "read the grades": ("cat", c / "grades" / f"{AID}.csv"),
+        "list the inbound folder": ("ls", inbound),
+        "list the sealed folder": ("ls", k.sealed),
+        "list the feedback folder": ("ls", feedback),
+        "list B's submission": ("ls", b_sub),
+        "read B's notebook": ("cat", b_sub / f"{AID}.ipynb"),
+        "read B's submission secret": ("cat", b_sub / "submission_secret.txt"),
+        "list B's home": ("ls", k.homes / k.b),
+        "read B's fetched copy": ("cat", k.homes / k.b / AID / f"{AID}.ipynb"),
+    }
+    attempts = {what: f"{cmd} {q(path)}" for what, (cmd, path) in targets.items()}
+    for what, (_, path) in targets.items():
+        assert path.exists(), f"nothing to try: {path} ({what}) is missing"
+    attempts.update({
         "write into B's submission": f"echo x > {q(b_sub / 'extra.txt')}",
         "remove B's submission": f"rm -rf {q(b_sub)}",
-        "rename B's submission": f"mv {q(b_sub)} {q(inbound / f'{k.a}+stolen')}",
-        "list B's home": f"ls {q(k.homes / k.b)}",
-        "read B's fetched copy": f"cat {q(k.homes / k.b / AID / f'{AID}.ipynb')}",
-    }
+        "rename B's submission": f"mv {q(b_sub)} {q(k.sealed / f'{k.a}+stolen')}",
+        "rewrite A's own sealed time": f"echo '2020-01-01 00:00:00.000000 UTC' > {q(a_sub / 'timestamp.txt')}",
+        "edit A's own sealed notebook": f"echo '{{}}' > {q(a_sub / f'{AID}.ipynb')}",
+    })
     for what, script in attempts.items():
         proc = k.shell_as(k.a, script)
         # EACCES from the modes ("Permission denied"), EPERM from the sticky bit ("Operation not permitted")
         assert proc.returncode != 0 and re.search("Permission denied|Operation not permitted", proc.stderr), \
             f"student A could {what} ({script}): rc={proc.returncode} {proc.stdout[:300]} {proc.stderr[:300]}"
     assert (b_sub / f"{AID}.ipynb").exists() and not (b_sub / "extra.txt").exists()
-    # ... while A's own submission and the released assignment stay A's to read.
-    assert k.shell_as(k.a, f"cat {q(inbound / subs[k.a][0] / f'{AID}.ipynb')} > /dev/null").returncode == 0
+    assert (a_sub / "timestamp.txt").read_text() == honest_a
+    # ... while the released assignment stays A's to read, and A's server knows nothing of the course folder.
     assert k.shell_as(k.a, f"ls {q(k.exchange / COURSE_ID / 'outbound' / AID)}").returncode == 0
+    servers = [pid for pid in _run(["pgrep", "-u", k.a, "-f", "jupyterhub-singleuser"], check=False).stdout.split()]
+    assert servers, "A's server is not running"
+    environ = Path(f"/proc/{servers[0]}/environ").read_bytes().decode(errors="replace")
+    assert "COURSE_DIR=" not in environ and str(k.course) not in environ, "A's server is given the course folder"
 
     # ... and through the hub, logged in as A: B's server refuses every page; A's own answers.
     # From A's JupyterLab (the feedback page is served sandboxed: its scripts have no origin to
@@ -425,3 +557,135 @@ def _story(k: Class, driver) -> None:
     assert "403" in body and "You do not have permission to access Server" in body, f"A opened B's JupyterLab: {body[:500]}"
     assert not driver.execute_script("return !!window.jupyterapp"), "A's browser got B's JupyterLab"
     _shot(driver, "6-a-refused-b-lab")
+
+
+# -- the hub's configuration refuses an unsafe set-up (no users, no root needed) ---------------
+def _hub_config(tmp_path: Path, **settings: str) -> subprocess.CompletedProcess:
+    """deploy/jupyterhub_config.py as JupyterHub reads it, with ``settings`` as its environment."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "COURSE_", "HUB_"))}
+    env.update({"COURSE_STUDENTS": "ann", "COURSE_INSTRUCTORS": "teacher", "HUB_TRIAL_PASSWORD": "x",
+                "HUB_STATE": str(tmp_path / "state"), "HUB_STUDENT_CONFIG": str(tmp_path / "student-config"), **settings})
+    code = ("import runpy, sys; from traitlets.config import Config; c = Config(); "
+            "runpy.run_path(sys.argv[1], init_globals={'get_config': lambda: c})")
+    return subprocess.run([sys.executable, "-c", code, str(ROOT / "deploy" / "jupyterhub_config.py")],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_hub_config_refuses_unsafe_setups(tmp_path: Path) -> None:
+    closed, open_ = tmp_path / "closed-course", tmp_path / "open-course"
+    closed.mkdir(mode=0o770)
+    open_.mkdir(mode=0o755)
+    os.chmod(closed, 0o2770)
+    os.chmod(open_, 0o755)
+    cases = {
+        # the one trial password on every interface: anyone who reaches the port could log in
+        "dummy authenticator on 0.0.0.0": ({"HUB_IP": "0.0.0.0", "COURSE_DIR": str(closed)},
+                                           "HUB_IP=0.0.0.0: this configuration logs everyone in with one trial password"),
+        "course folder open to every user": ({"COURSE_DIR": str(open_), "COURSE_ENV": str(VENV)},
+                                             f"the course folder {open_} is open to every user (mode 0755)"),
+        "environment inside the course folder": ({"COURSE_DIR": str(closed), "COURSE_ENV": str(closed / ".venv")},
+                                                 f"COURSE_ENV={closed / '.venv'} is inside the course folder"),
+        "students' config inside the course folder": (
+            {"COURSE_DIR": str(closed), "COURSE_ENV": str(VENV), "HUB_STUDENT_CONFIG": str(closed / "student")},
+            f"HUB_STUDENT_CONFIG={closed / 'student'} is inside the course folder"),
+    }
+    for what, (settings, message) in cases.items():
+        proc = _hub_config(tmp_path, **settings)
+        assert proc.returncode != 0 and message in proc.stderr, f"{what}: rc={proc.returncode}\n{proc.stderr[-2000:]}"
+    # The same settings, safe, get past every check but the exchange's (none was set up yet).
+    safe = {"COURSE_DIR": str(closed), "COURSE_ENV": str(VENV), "COURSE_EXCHANGE": str(tmp_path / "exchange")}
+    proc = _hub_config(tmp_path, **safe)
+    if os.stat(VENV).st_uid != 0 or os.stat(VENV / "bin").st_uid != 0:  # a developer's own venv: not a hub's
+        assert proc.returncode != 0 and "must be root's and writable by root only" in proc.stderr, proc.stderr[-2000:]
+        return
+    assert proc.returncode != 0 and "sealed is missing or open to every user" in proc.stderr, proc.stderr[-2000:]
+    for folder in ("inbound", "sealed"):
+        (tmp_path / "exchange" / COURSE_ID / folder).mkdir(parents=True, mode=0o750)
+    # The students' config copy never replaces a folder that holds anything else (here a stand-in for /etc).
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    (etc / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    proc = _hub_config(tmp_path, **safe, HUB_STUDENT_CONFIG=str(etc))
+    assert proc.returncode != 0 and "holds files the hub did not put there (['passwd'])" in proc.stderr, proc.stderr[-2000:]
+    assert (etc / "passwd").exists()
+    # And with everything in place, the hub's configuration loads and copies the students' config.
+    proc = _hub_config(tmp_path, **safe)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    copied = tmp_path / "student-config"
+    assert (copied / "private_exchange.py").stat().st_mode & 0o777 == 0o644 and (copied / "nbgrader_config.py").exists()
+
+
+# -- the submission desk and the sealed collection, on files (no hub, no browser) ---------------
+def _deploy_module(name: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"deploy_{name}", ROOT / "deploy" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_desk_takes_only_the_students_own_files(tmp_path: Path) -> None:
+    """What the hub test cannot cheaply stage: links, other users' files, pipes; a changed sealed copy."""
+    import pwd
+    from datetime import datetime, timezone
+
+    desk, private = _deploy_module("seal_submissions"), _deploy_module("private_exchange")
+    me = pwd.getpwuid(os.getuid()).pw_name
+    inbound, sealed = tmp_path / "inbound", tmp_path / "sealed"
+    inbound.mkdir()
+    sealed.mkdir()
+    secret = tmp_path / "not-yours.txt"
+    secret.write_text("the grader's secret")
+    when = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
+
+    def submission(tag: str, owner: str = me, ready: bool = True) -> str:
+        name = f"{owner}+{AID}+2020-01-01 00:00:00.000000 UTC+{tag}"
+        (inbound / name).mkdir()
+        (inbound / name / f"{AID}.ipynb").write_text("{}")
+        (inbound / name / "timestamp.txt").write_text("2020-01-01 00:00:00.000000 UTC")
+        if ready:
+            (inbound / name / ".ready").touch()
+        return name
+
+    # An honest one: sealed with the desk's time, the student's claim kept in the record.
+    name = submission("honest")
+    (inbound / name / "data").mkdir()
+    (inbound / name / "data" / "x.csv").write_text("1,2")
+    out = Path(desk.seal_one(str(inbound), str(sealed), name, now=lambda: when))
+    assert out.name == f"{me}+{AID}+2030-05-06 07:08:09.123456 UTC+honest"
+    assert (out / "timestamp.txt").read_text() == "2030-05-06 07:08:09.123456 UTC"
+    assert not (out / ".ready").exists() and (out / "data" / "x.csv").read_text() == "1,2"
+    record = json.loads((out / ".seal.json").read_text())
+    assert record["claimed"] == "2020-01-01 00:00:00.000000 UTC" and record["inbound_name"] == name
+    assert private.verify_sealed(str(out)) == []
+    assert desk.sealed_names(str(sealed)) == {name}
+    # Not marked ready: left alone.
+    assert desk.seal_one(str(inbound), str(sealed), submission("unready", ready=False)) is None
+    # Refused: a link (to a file the student may not read), a pipe, a name that is not the owner's.
+    linked = submission("link")
+    os.symlink(secret, inbound / linked / "answer.txt")
+    piped = submission("pipe")
+    os.mkfifo(inbound / piped / "answer.txt")
+    other = "nobody" if me != "nobody" else "root"
+    cases = {linked: "is not a regular file or folder", piped: "is not a regular file or folder",
+             submission("impostor", owner=other): f"submitted under the id '{other}' by '{me}'"}
+    if os.geteuid() == 0:  # a file someone else owns, inside the student's folder
+        foreign = submission("foreign")
+        os.chown(inbound / foreign / f"{AID}.ipynb", pwd.getpwnam("nobody").pw_uid, -1)
+        cases[foreign] = "belongs to uid"
+    for bad, reason in cases.items():
+        with pytest.raises(desk.Refused, match=re.escape(reason)):
+            desk.seal_one(str(inbound), str(sealed), bad)
+    assert sorted(p.name for p in sealed.iterdir()) == [out.name], "the desk sealed what it refused"
+    # A sweep seals what is ready, leaves the refused, removes what it sealed from inbound.
+    shutil.rmtree(out)
+    refused: dict[str, str] = {}
+    assert desk.sweep(str(inbound), str(sealed), set(), refused, log=lambda m: None) == 1
+    assert not (inbound / name).exists() and set(refused) == set(cases)
+    # Changed after sealing: the record says so.
+    [again] = [p for p in sealed.iterdir() if p.name.endswith("+honest")]
+    (again / f"{AID}.ipynb").write_text('{"cells": []}')
+    (again / "data" / "x.csv").unlink()
+    (again / "extra.txt").write_text("x")
+    assert private.verify_sealed(str(again)) == [f"{AID}.ipynb changed", "data/x.csv removed", "extra.txt added"]
