@@ -15,7 +15,7 @@ LESSONS ?=
 BOOK_STAMP := $(VENV)/.book-installed
 comma := ,
 
-.PHONY: hub hub-deps hub-env install lab test assignments grade feedback report similarity export dask-certs bench compat clean-grading book book-deps
+.PHONY: hub hub-deps hub-env install lab test assignments check grade feedback report similarity export dask-certs bench compat clean-grading book book-deps
 
 install: $(STAMP)
 
@@ -39,6 +39,13 @@ assignments: install
 	@for d in solutions/*/; do id=$$(basename "$$d"); \
 		$(RUN) -m nbgrader generate_assignment "$$id" --force --log-level=WARN || exit 1; done
 	$(RUN) -m tools.sync_notebooks
+
+# Check your own notebook with the course's grader, hidden tests included (no class needed): the
+# score per exercise, each failed test's message, the feedback page in build/check/<id>/:
+#   make check ASSIGNMENT=01_soft_attention_pytorch [NOTEBOOK=path/to/your.ipynb] [OUT=build/check/<id>]
+check: install
+	@test -n "$(ASSIGNMENT)" || { echo "usage: make check ASSIGNMENT=<id> [NOTEBOOK=path]  (ids: $$(ls assignments | tr '\n' ' '))"; exit 2; }
+	$(RUN) -m grader.check "$(ASSIGNMENT)" $(if $(NOTEBOOK),--notebook "$(NOTEBOOK)") $(if $(OUT),--out "$(OUT)")
 
 # Autograde every submission of one assignment, each in its own sandbox, and
 # write feedback and grades:

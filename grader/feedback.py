@@ -23,7 +23,9 @@ from pathlib import Path
 sys.modules.setdefault("rfc3987_syntax", None)  # see grader/runner.py
 
 
-def _exporter():
+def _exporter(grades=None):
+    """nbgrader's feedback exporter; ``grades`` replaces its GetGrades preprocessor (which reads
+    the gradebook) by one that sets the same fields (grader/check.py: no gradebook)."""
     import nbgrader
     from nbconvert.exporters import HTMLExporter
     from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
@@ -37,7 +39,7 @@ def _exporter():
     c.HTMLExporter.extra_template_paths = [str(base / "static" / "node_modules" / "bootstrap" / "dist" / "css")]
     c.HTMLExporter.sanitize_html = True
     exporter = HTMLExporter(config=c)
-    exporter.register_preprocessor(GetGrades(config=c), enabled=True)
+    exporter.register_preprocessor(grades if grades is not None else GetGrades(config=c), enabled=True)
     exporter.register_preprocessor(CSSHTMLHeaderPreprocessor(config=c), enabled=True)
     return exporter
 

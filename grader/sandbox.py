@@ -164,6 +164,11 @@ def _wait_until_gone(uid: int, seconds: float = 5.0) -> None:
         time.sleep(0.01)
 
 
+# Set in every grading kernel: the notebook's self-check cell (utils.grading.check_all, which
+# names the same variable) sees it and does not start a check from inside the notebook being graded.
+GRADING_ENV = "COURSE_GRADING"
+
+
 CGROUP_ENV = "GRADER_CGROUP"  # a delegated cgroup v2 folder the grader may create sandboxes' cgroups in
 CGROUP_DIR = "course-grader"  # the grader's own subtree, made under the grader's cgroup
 
@@ -412,6 +417,7 @@ def limits_note(hit: dict, limits: Limits) -> str:
 def kernel_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The whole environment of a sandboxed process (nothing of the grader's leaks in)."""
     env = {
+        GRADING_ENV: "1",
         "HOME": HOME, "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
         "PYTHONPATH": COURSE_LIB, "TMPDIR": "/tmp", "IPYTHONDIR": "/tmp/ipython",
         "JUPYTER_RUNTIME_DIR": "/tmp/jupyter", "JUPYTER_DATA_DIR": "/tmp/jupyter-data",

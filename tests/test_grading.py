@@ -147,6 +147,26 @@ def test_feedback_shows_no_hidden_tests(graded) -> None:
         assert not leaked, f"{aid}: {page.parent.parent.name}'s feedback shows hidden test code: {leaked[:3]}"
 
 
+def test_class_feedback_shows_no_model_answer(graded) -> None:
+    """A class's feedback never shows a written answer's rubric or model answer (the self-check,
+    `make check`, shows them to a learner after their own answer); only the student who wrote
+    the model answer as their own sees its text."""
+    aid, course = graded["id"], graded["course"]
+    model = set()
+    for cell in graded["source"].cells:
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown" and meta.get("grade") and meta.get("solution"):
+            for region in gs.regions(cell.source, gs.BEGIN_SOLUTION, gs.END_SOLUTION):
+                model |= gs.significant_lines(region)
+    assert model, f"{aid}: no written answer with a model answer"
+    for page in sorted((course / "feedback").glob(f"*/{aid}/{aid}.html")):
+        if page.parent.parent.name == "solution":
+            continue
+        text = gs.visible_text(page.read_text())
+        shown = sorted(line for line in model if line in text)
+        assert not shown, f"{aid}: {page.parent.parent.name}'s feedback shows the model answer: {shown[:2]}"
+
+
 @pytest.mark.parametrize("kind", gs.TRIVIAL_KINDS)
 def test_trivial_answers_get_zero(graded, kind) -> None:
     """Points go to behaviour only: no test passes zeros, a constant, noise or the input handed back."""

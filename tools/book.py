@@ -64,7 +64,7 @@ QUIZ_CALL = re.compile(r"""quiz\.show\(\s*["'](\w+)["']\s*,\s*["'](pre|post)["']
 
 DOCS = ROOT / "docs"
 # The guides' order in the book; a docs/ page not named here follows, by name.
-GUIDES_ORDER = ("instructors", "grading", "jupyterhub", "scale", "testing", "book", "course")
+GUIDES_ORDER = ("self-check", "instructors", "grading", "jupyterhub", "scale", "testing", "book", "course")
 _MD_LINK = re.compile(r"(\]\()([^)\s]+)(\))")
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "assert_setup",
     "perturb",
     "SetupError",
+    "check_all",
 ]
 
 
@@ -433,3 +434,144 @@ def check_own_code(fn: Callable, forbidden: Sequence[str], name: str | None = No
             return
     if findings:
         raise GradingError(describe(label, findings))
+
+
+
+# --- Checking a whole notebook from inside it ------------------------------------
+# The last cell of every assignment calls ``check_all``: the course's own grader on the
+# notebook as saved (``python -m grader.check``, what ``make check`` runs), hidden tests
+# included where the course's solutions/ folder is there. It never runs where the
+# notebook is itself being run by a machine: in a grading kernel (the grader sets
+# COURSE_GRADING), in the grader's replay, under nbgrader (autograde and validate start
+# their kernels with an in-memory history file) or in a headless run of the course's
+# tools (COURSE_SELF_CHECK=off), so a check never starts a check.
+SELF_CHECK_ENV, GRADING_ENV = "COURSE_SELF_CHECK", "COURSE_GRADING"
+# What the grader needs beyond the course's package (pyproject.toml's dev extra); Colab lacks them.
+GRADER_REQUIREMENTS = ("nbclient>=0.8", "nbformat>=5.9", "nbgrader>=0.9.6", "nh3>=0.2.15")
+
+
+def _self_check_off() -> str | None:
+    """Why the self-check must not run here (None: it may)."""
+    import os
+
+    if os.environ.get(GRADING_ENV):
+        return "this notebook is being graded"
+    if _state["replay"] is not None:
+        return "the grader is deciding this notebook's tests"
+    if os.environ.get(SELF_CHECK_ENV, "").lower() in ("0", "off", "no", "false"):
+        return f"{SELF_CHECK_ENV}={os.environ[SELF_CHECK_ENV]} (a headless run of the notebook)"
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None and getattr(getattr(shell, "history_manager", None), "hist_file", None) == ":memory:":
+        return "nbgrader is running this notebook (autograde or validate)"
+    return None
+
+
+def _course_root():
+    """The course folder that holds the grader (a clone: on Colab, the set-up cell's), or None."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    return root if (root / "grader" / "check.py").is_file() and (root / "assignments").is_dir() else None
+
+
+def _on_colab() -> bool:
+    try:
+        import google.colab  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _saved_notebook(assignment: str, root, notebook: str | None):
+    """The notebook to check: the one named; on Colab the notebook as the browser holds it; else
+    the saved file of this session (JupyterLab names it), the one in the working folder, or the
+    learner's copy in assignments/."""
+    import json
+    import os
+    from pathlib import Path
+
+    if notebook:
+        return Path(notebook), "the notebook you named"
+    if _on_colab():
+        from google.colab import _message
+
+        reply = _message.blocking_request("get_ipynb", request="", timeout_sec=120)
+        path = root / "build" / "check" / assignment / "from-colab.ipynb"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(reply["ipynb"]), encoding="utf-8")
+        return path, "the notebook as it is in your browser"
+    candidates = [os.environ.get("JPY_SESSION_NAME", ""), Path.cwd() / f"{assignment}.ipynb",
+                  root / "assignments" / assignment / f"{assignment}.ipynb"]
+    for candidate in candidates:
+        if candidate and str(candidate).endswith(".ipynb") and Path(candidate).is_file():
+            return Path(candidate), "the notebook as last saved: save it first (Ctrl+S) if you changed it since"
+    raise FileNotFoundError(f"no saved notebook for {assignment}: pass notebook='path/to/it.ipynb'")
+
+
+def check_all(assignment: str, notebook: str | None = None, timeout: float = 1200) -> dict | None:
+    """Check this notebook with the course's own grader, as ``make check`` does: every test,
+    the hidden ones included where the course's ``solutions/`` folder is there (a clone, a
+    laptop, Colab), the visible ones only where it is not (and it says so). Prints the score
+    per exercise and each failed test's message; a written answer, once written, is shown
+    beside its rubric and model answer. Writes the feedback page to
+    ``build/check/<assignment>/`` and returns the check's result (``result.json``), or None
+    where it did not run. It checks the notebook as saved (on Colab: as the browser holds it).
+    """
+    import json
+    import subprocess
+    import sys
+
+    why_not = _self_check_off()
+    if why_not:
+        print(f"(The self-check does not run here: {why_not}.)")
+        return None
+    root = _course_root()
+    if root is None:
+        print("The course's grader is not here (only its `utils` package is installed), so this cell cannot "
+              "check your notebook: run the test cells above (the public tests); hidden tests run at grading.")
+        return None
+    path, which = _saved_notebook(assignment, root, notebook)
+    if _on_colab():
+        import importlib.util
+
+        missing = [r for r in GRADER_REQUIREMENTS if importlib.util.find_spec(r.split(">")[0]) is None]
+        if missing:
+            print(f"Installing what the grader needs ({', '.join(missing)}) ...")
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", *missing], check=True)
+    print(f"Checking {path} ({which}). This runs your whole notebook again: a minute or more.", flush=True)
+    done = subprocess.run([sys.executable, "-m", "grader.check", assignment, "--notebook", str(path)],
+                          cwd=root, capture_output=True, text=True, timeout=timeout)
+    print(done.stdout)
+    if done.returncode != 0:
+        print(done.stderr[-3000:])
+        return None
+    result_path = root / "build" / "check" / assignment / "result.json"
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    _show_page_link(result["page"])
+    return result
+
+
+def _show_page_link(page: str) -> None:
+    """A link to the feedback page where the notebook's front end can open it; on Colab, where
+    to find it."""
+    import html
+    import os
+    from pathlib import Path
+
+    from IPython.display import HTML, display
+
+    if _on_colab():
+        display(HTML(f"<p>The feedback page: <code>{html.escape(page)}</code> (Colab: the Files panel on the "
+                     "left; download it and open it in your browser).</p>"))
+        return
+    try:
+        href = Path(os.path.relpath(page, Path.cwd())).as_posix()
+    except ValueError:  # another drive (Windows)
+        href = Path(page).as_uri()
+    display(HTML(f'<p><a href="{html.escape(href)}" target="_blank">Open the feedback page</a> '
+                 f"(<code>{html.escape(page)}</code>)</p>"))
