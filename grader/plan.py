@@ -109,10 +109,85 @@ def check_source(source_nb, strict: bool = False) -> None:
             sandbox_code(cell, _meta(cell).get("grade_id", "?"), strict)
 
 
+def is_setup(cell) -> bool:
+    """A locked code cell of the assignment's own that is neither a test nor an answer (the set-up)."""
+    meta = _meta(cell)
+    return cell.cell_type == "code" and bool(meta.get("locked")) and not meta.get("grade") and not meta.get("solution")
+
+
+def _loaded_names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | \
+           {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+
+
+def check_only_helpers(source_nb) -> set[str]:
+    """Functions and classes the set-up cells define that only the checks use.
+
+    Kept are the definitions that what runs beside the student's code needs: the run parts of the
+    tests, the set-up cells' own statements, every other code cell (the answer cells' starting code
+    and model solutions, the plain cells the release gives); and whatever those definitions use.
+    The rest (the library's attention the tests compare with, the variants a mistake produces)
+    computes what an exercise asks for, so the sandbox gets a stub in its place.
+    """
+    defs: dict[str, ast.AST] = {}
+    roots: set[str] = set()
+    for cell in source_nb.cells:
+        if cell.cell_type != "code":
+            continue
+        try:
+            tree = ast.parse(cell.source)
+        except SyntaxError:
+            continue
+        if is_setup(cell):
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    defs[node.name] = node
+                else:
+                    roots |= _loaded_names(node)
+        elif is_test(cell):
+            parts = split(cell.source)
+            if parts is not None:
+                try:
+                    roots |= _loaded_names(ast.parse(parts[0]))
+                except SyntaxError:
+                    continue
+        else:  # an answer cell (its starting code, the model solution) or a plain cell the release gives
+            roots |= _loaded_names(tree)
+    keep, todo = set(), [n for n in roots if n in defs]
+    while todo:
+        name = todo.pop()
+        if name in keep:
+            continue
+        keep.add(name)
+        todo.extend(n for n in _loaded_names(defs[name]) if n in defs and n not in keep)
+    return set(defs) - keep
+
+
+def _stub_helpers(source: str, names: set[str]) -> str:
+    """A set-up cell's source with the named top-level definitions replaced by stubs that say why."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    body = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
+            message = (f"{node.name} is one of the checks' own helpers and is not available while your notebook is "
+                       "graded. Write your answer yourself.")
+            body.append(ast.parse(f"def {node.name}(*args, **kwargs):\n    raise NotImplementedError({message!r})").body[0])
+        else:
+            body.append(node)
+    tree.body = body
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
 def cells_for_sandbox(runnable_nb, source_nb) -> list[dict]:
     """The code the sandbox runs, in notebook order: ``{"code": ...}`` for the student's and the
-    release's own cells, ``{"code": ..., "test": grade_id}`` for each test's run part."""
+    release's own cells (the set-up cells without the helpers only the checks use, see
+    ``check_only_helpers``), ``{"code": ..., "test": grade_id}`` for each test's run part."""
     source_tests = {_meta(c).get("grade_id"): c for c in source_nb.cells if is_test(c)}
+    setup_ids = {_meta(c).get("grade_id") for c in source_nb.cells if is_setup(c) and _meta(c).get("grade_id")}
+    helpers = check_only_helpers(source_nb)
     out = []
     for cell in runnable_nb.cells:
         if cell.cell_type != "code":
@@ -120,6 +195,8 @@ def cells_for_sandbox(runnable_nb, source_nb) -> list[dict]:
         gid = _meta(cell).get("grade_id")
         if _meta(cell).get("grade") and not _meta(cell).get("solution") and gid in source_tests:
             out.append({"code": sandbox_code(source_tests[gid], gid), "test": gid})
+        elif gid in setup_ids and is_setup(cell) and helpers:
+            out.append({"code": _stub_helpers(str(cell.source), helpers)})
         else:
             out.append({"code": str(cell.source)})
     return out

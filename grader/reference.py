@@ -7,7 +7,8 @@ that the assignment asks students to write (``metadata.course.reference``)::
      "names": ["masked_softmax", "AdditiveAttention", "Decoder.step"]}
 
 ``{fw}`` stands for both ``torch`` and ``keras`` (a student must not reach the answer
-through the other framework's twin either). ``view()`` copies the package's source files
+through the other framework's twin either), and a named function defined under the same
+name in any other module of the package (another lesson's twin) is stubbed as well. ``view()`` copies the package's source files
 (never bytecode) and rewrites those modules so that each named function, class
 or method raises a clear error instead of running: the source is gone, so no
 import, alias, ``__wrapped__``, thread, ``exec`` of the module's text or
@@ -139,6 +140,20 @@ def view(dest: Path, policy: dict | None, source: Path = UTILS) -> Path:
         missing = [n for n in policy["names"] if n not in found]
         if missing:
             raise PolicyError(f"reference policy: {missing} found in none of {policy['modules']}")
+        # The same computation under the same name elsewhere in the package (another lesson's twin,
+        # e.g. lesson 8's causal_self_attention for lesson 5) is stubbed too.
+        listed = {target.joinpath(*m.split(".")[1:]).with_suffix(".py") for m in policy["modules"]}
+        for path in sorted(target.rglob("*.py")):
+            if path in listed:
+                continue
+            text = path.read_text(encoding="utf-8")
+            module = ".".join(("utils",) + path.relative_to(target).with_suffix("").parts)
+            try:
+                new, hits = strip_source(text, module, policy["names"])
+            except SyntaxError:
+                continue
+            if hits:
+                path.write_text(new, encoding="utf-8")
     for path in [dest, *dest.rglob("*")]:
         path.chmod(0o755 if path.is_dir() else 0o644)
     return dest

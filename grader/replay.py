@@ -128,9 +128,10 @@ class Replay:
     """What ``utils.grading`` consults while a test cell is replayed."""
 
     def __init__(self, entries: list[dict], student_sources: list[str], secrets: set[str], frameworks: dict,
-                 problem: str | None = None) -> None:
+                 problem: str | None = None, setup: list[str] | None = None) -> None:
         self.entries = entries
         self.sources = student_sources
+        self.setup = list(setup or [])  # the source notebook's set-up cells: the names they bind count
         self.secrets = secrets
         self.frameworks = frameworks
         self.problem = problem
@@ -160,31 +161,6 @@ class Replay:
             return _decode(entry.get("value"), self.frameworks)
         except Exception:  # noqa: BLE001 - malformed data from the kernel
             raise GradingError(f"{label}: the result your notebook reported could not be read.") from None
-
-    def source_of(self, fn: Any) -> str | None:
-        """Source text of a student definition (``name`` or ``Class.method``), from the submitted cells."""
-        path = getattr(fn, "_replay_name", None) or getattr(fn, "__name__", None)
-        if not isinstance(path, str):
-            return None
-        parts = path.split(".")
-        for source in self.sources:
-            try:
-                tree = ast.parse(source)
-            except SyntaxError:
-                continue
-            nodes = tree.body
-            found = None
-            for depth, part in enumerate(parts):
-                match = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-                         and n.name == part]
-                if not match:
-                    found = None
-                    break
-                found = match[-1]
-                nodes = getattr(found, "body", [])
-            if found is not None:
-                return ast.get_source_segment(source, found)
-        return None
 
 
 class Namespace(dict):
@@ -260,6 +236,8 @@ def replay(source_path: str, student: dict[str, str], extra: list[str], result_p
 
         frameworks["tf"] = tf
 
+    setup_sources = [c.source for c in source_nb.cells if c.cell_type == "code" and _meta(c).get("locked")
+                     and not _meta(c).get("grade") and not _meta(c).get("solution")]
     namespace: dict[str, Any] = Namespace(__name__="__main__")
     for name in defined_names(student_sources):
         namespace[name] = Stub(name)
@@ -284,7 +262,7 @@ def replay(source_path: str, student: dict[str, str], extra: list[str], result_p
         reported = tests.get(gid) if isinstance(tests.get(gid), dict) else {}
         entries = reported.get("entries") if isinstance(reported.get("entries"), list) else []
         problem = reported.get("problem") if isinstance(reported.get("problem"), str) else None
-        replay_state = Replay(list(entries), student_sources, secrets, frameworks, problem)
+        replay_state = Replay(list(entries), student_sources, secrets, frameworks, problem, setup_sources)
         grading._state["replay"] = replay_state
         try:
             exec(compile(cell.source, f"<test {gid}>", "exec"), namespace)  # instructor's code

@@ -84,6 +84,8 @@ def mistake_of(message: str) -> str:
         return hint.group(1).strip()
     if "not implemented yet" in message:
         return "not implemented"
+    if "which this check cannot follow" in message:
+        return "code the own-code check cannot follow (eval, exec, a computed name)"
     if "asks you to write it yourself" in message:
         return "called the framework's own function instead of writing it"
     if "sent no results for this test" in message or "sent this test's results more than once" in message:

@@ -267,6 +267,8 @@ def test_the_class_report_names_the_mistake_a_message_recognised() -> None:
     # the messages the grading benchmark's class report used to file under "another failed check"
     assert mistake_of("masked_softmax: uses '.softmax('. This exercise asks you to write it yourself, with plain "
                       "tensor operations.") == "called the framework's own function instead of writing it"
+    assert mistake_of("f: uses eval (in `eval(s)`), which this check cannot follow: it reads your code to make sure "
+                      "the exercise is not answered by a ready-made function.").startswith("code the own-code check")
     assert mistake_of("cosine_scores: NaN where a query or a key has length 0. A zero vector has no direction") == \
         "NaN where a query or a key has length 0"
     assert mistake_of("top_k_attention: your notebook sent no results for this test.").startswith("no results reached")

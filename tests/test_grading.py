@@ -39,7 +39,8 @@ def load_mutants(assignment: str) -> list[dict]:
         return []
     mutants = yaml.safe_load(path.read_text()) or []
     for m in mutants:
-        assert {"name", "cell", "replace", "message"} <= set(m), f"{path}: mutant {m} needs name, cell, replace, message"
+        assert {"name", "cell", "replace"} <= set(m) and ("message" in m) != bool(m.get("correct")), \
+            f"{path}: mutant {m} needs name, cell, replace, and a message or (a correct alternative) correct: true"
     return mutants
 
 
@@ -124,6 +125,8 @@ def test_mutants_get_partial_marks_and_named_mistake(graded) -> None:
     if not graded["mutants"]:
         pytest.skip(f"{aid}: no tests/mutants/{aid}.yml")
     for i, m in enumerate(graded["mutants"]):
+        if m.get("correct"):
+            continue
         score, maximum = graded["scores"][f"mutant{i}"]
         assert 0 < score < maximum, f"{aid}: mutant {m['name']!r} scored {score} / {maximum}; expected partial marks"
         nb = nbformat.read(course / "autograded" / f"mutant{i}" / aid / f"{aid}.ipynb", as_version=4)
@@ -194,7 +197,37 @@ def test_each_mutant_is_told_its_own_mistake_and_no_other(graded) -> None:
     messages = gs.mistake_messages(graded["source"])
     for i, m in enumerate(graded["mutants"]):
         shown = "\n".join(message for _, _, message in graded["results"][f"mutant{i}"].tests.values())
-        own = [m["message"], *m.get("also", [])]  # ``also``: other tests' words for the same mistake
+        own = [m["message"], *m.get("also", [])] if not m.get("correct") else []  # ``also``: other tests' words
         wrong = [msg for msg in messages
                  if msg[:80] in shown and not any(o in msg or msg in o for o in own)]
         assert not wrong, f"{aid}: mutant {m['name']!r} was also told {wrong}"
+
+
+def test_each_mistake_costs_once(graded) -> None:
+    """A mutant with ``loses_only: [<grade_id prefixes>]`` loses points in those tests only: an exercise that
+    builds on an earlier one does not charge the earlier exercise's mistake again (issue 39, item 6)."""
+    aid = graded["id"]
+    marked = [(i, m) for i, m in enumerate(graded["mutants"]) if m.get("loses_only")]
+    if not marked:
+        pytest.skip(f"{aid}: no mutant says where alone it may lose points")
+    for i, m in marked:
+        lost = sorted(gid for gid, (points, maximum, _) in graded["results"][f"mutant{i}"].tests.items()
+                      if points < maximum)
+        assert lost, f"{aid}: mutant {m['name']!r} lost no points"
+        elsewhere = [gid for gid in lost if not gid.startswith(tuple(m["loses_only"]))]
+        assert not elsewhere, f"{aid}: mutant {m['name']!r} also lost points in {elsewhere}"
+
+
+def test_correct_alternatives_get_full_marks(graded) -> None:
+    """A mutant marked ``correct: true`` is a right answer written another way (another shape handling, a
+    sort for a top-k, a helper named like the library's, comments naming the lesson, variables ``pos``,
+    ``attn``, ``pref``): every automatic test gives it full marks (issue 39, item 5)."""
+    aid = graded["id"]
+    alternatives = [(i, m) for i, m in enumerate(graded["mutants"]) if m.get("correct")]
+    if not alternatives:
+        pytest.skip(f"{aid}: no correct alternative in tests/mutants/{aid}.yml")
+    for i, m in alternatives:
+        short = {gid: message for gid, (points, maximum, message) in graded["results"][f"mutant{i}"].tests.items()
+                 if points < maximum}
+        assert not short, f"{aid}: the correct alternative {m['name']!r} lost points in {short}"
+

@@ -94,8 +94,8 @@ def test_check_own_code_spots_shortcuts() -> None:
         return q @ k
 
     with pytest.raises(grading.GradingError, match="write it yourself"):
-        grading.check_own_code(lazy, ["utils."])
-    grading.check_own_code(honest, ["utils."])
+        grading.check_own_code(lazy, ["utils"])
+    grading.check_own_code(honest, ["utils"])
 
 
 def test_to_numpy_handles_frameworks() -> None:
@@ -401,3 +401,35 @@ def test_tensorflow_imports_without_its_banner_but_a_real_error_still_shows(tmp_
 def test_the_real_tensorflow_imports_quietly_with_onednn_on(tmp_path: Path) -> None:
     stderr = _import_in_a_fresh_process(tmp_path, None)  # oneDNN on: TensorFlow writes its notice at import
     assert "oneDNN" not in stderr and "absl::InitializeLog" not in stderr, stderr
+
+
+def test_run_student_watching_and_handed() -> None:
+    """A test of a later exercise sees what the student's code handed the earlier function (issue 39.6)."""
+    import numpy as np
+
+    def buggy_softmax(scores, mask=None):  # exercise 1 left wrong: zeroes after the softmax
+        e = np.exp(scores - scores.max(-1, keepdims=True))
+        w = e / e.sum(-1, keepdims=True)
+        return w if mask is None else w * mask
+
+    namespace = {"masked_softmax": buggy_softmax}
+
+    def attention(scores, keep):  # exercise 2: its part is to hand over the right scores and keep-mask
+        return namespace["masked_softmax"](scores, mask=keep)
+
+    def wrong_attention(scores, keep):
+        return namespace["masked_softmax"](scores * 2, keep)
+
+    rng = np.random.default_rng(0)
+    scores, keep = rng.normal(size=(2, 3, 4)), rng.random((2, 3, 4)) > 0.3
+    weights, calls = grading.run_student_watching(attention, namespace, "masked_softmax", scores, keep)
+    assert namespace["masked_softmax"] is buggy_softmax, "the watch is undone"
+    assert len(calls) == 1 and grading.handed(calls, weights, scores, keep)
+    assert not grading.handed(calls, weights, scores, ~keep), "another keep-mask is not the one handed"
+    assert not grading.handed(calls, weights * 0.5, scores, keep), "weights it did not return"
+    weights, calls = grading.run_student_watching(wrong_attention, namespace, "masked_softmax", scores, keep)
+    assert not grading.handed(calls, weights, scores, keep), "scores that are not the right ones"
+    assert not grading.handed([], weights, scores, keep)
+    namespace["masked_softmax"] = lambda scores, mask=None: np.zeros_like(scores)  # a trivial exercise 1
+    weights, calls = grading.run_student_watching(attention, namespace, "masked_softmax", scores, keep)
+    assert not grading.handed(calls, weights, scores, keep), "zeros ignore the scores: no points through them"

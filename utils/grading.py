@@ -18,6 +18,8 @@ __all__ = [
     "GradingError",
     "to_numpy",
     "run_student",
+    "run_student_watching",
+    "handed",
     "check_type",
     "check_shape",
     "check_close",
@@ -157,6 +159,86 @@ def run_student(fn: Callable, *args: Any, name: str | None = None, **kwargs: Any
     return result
 
 
+def run_student_watching(fn: Callable, namespace: dict, watched: str, *args: Any, name: str | None = None,
+                         **kwargs: Any) -> tuple[Any, list]:
+    """``run_student(fn, ...)`` while the calls ``fn`` makes of the student's function ``watched`` (a
+    name in ``namespace``, the notebook's globals) are recorded: returns (result, calls), each call a
+    dict ``{"args": [...], "kwargs": {...}, "result": ...}`` (the first 4).
+
+    A test of an exercise that builds on an earlier one judges what the student's code handed the
+    earlier function, so that a mistake in the earlier exercise is charged in its own tests only.
+    In a graded notebook the calls are reported like any other value and read back by the replay.
+    """
+    replay = _state["replay"]
+    if replay is not None:
+        result = run_student(fn, *args, name=name, **kwargs)
+        calls = replay.next_value("observe", f"the calls of your {watched}")
+        return result, calls if isinstance(calls, list) else []
+    original = namespace.get(watched)
+    calls: list = []
+    if callable(original):
+        def watching(*a: Any, **k: Any) -> Any:
+            out = original(*a, **k)
+            if len(calls) < 4:
+                calls.append({"args": list(a), "kwargs": dict(k), "result": out})
+            return out
+
+        namespace[watched] = watching
+    try:
+        result = run_student(fn, *args, name=name, **kwargs)
+    finally:
+        if callable(original) and namespace.get(watched) is not original:
+            namespace[watched] = original
+    return result, observe(calls, f"the calls of your {watched}")
+
+
+def handed(calls: list, returned: Any, scores: Any, keep: Any, atol: float = 1e-5) -> bool:
+    """Whether one of ``calls`` (from ``run_student_watching``) of a masked softmax got ``scores`` with the
+    keep-mask ``keep`` and gave back ``returned``: the caller did its part right, whatever the softmax did.
+
+    A call ``(s, mask)`` or ``(s, mask=...)`` counts when the keys it leaves visible (the mask, and the
+    scores that are finite and above -1e30) are exactly ``keep``, ``s`` equals ``scores`` on them, and
+    what it returned could come from a softmax of them, right or wrong (a higher score never gets less
+    weight; zeros or a constant do not count: a trivial answer earns nothing).
+    """
+    want_keep = np.broadcast_to(to_numpy(keep).astype(bool), to_numpy(scores).shape)
+    want = np.asarray(to_numpy(scores), dtype=np.float64)
+    got = to_numpy(returned).astype(np.float64)
+    for call in calls if isinstance(calls, list) else []:
+        try:
+            args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+            s = np.asarray(to_numpy(args[0] if args else kwargs["scores"]), dtype=np.float64)
+            mask = args[1] if len(args) > 1 else kwargs.get("mask")
+            if s.shape != want.shape or not _close(to_numpy(call.get("result")).astype(np.float64), got, atol, 1e-4):
+                continue
+            visible = np.isfinite(s) & (s > -1e30)
+            if mask is not None:
+                visible &= np.broadcast_to(to_numpy(mask).astype(bool), s.shape)
+            if (visible == want_keep).all() and np.allclose(s[visible], want[visible], atol=atol, rtol=1e-4) \
+                    and _follows_scores(got, want, want_keep, atol):
+                return True
+        except Exception:  # noqa: BLE001 - a call of another form is not this one
+            continue
+    return False
+
+
+def _follows_scores(weights: np.ndarray, scores: np.ndarray, keep: np.ndarray, atol: float) -> bool:
+    """Weights that a softmax of the scores could give, whatever its mistakes: over the kept keys of each
+    row, a higher score never gets less weight, and some row tells its keys apart (zeros or a constant,
+    which ignore the scores, do not count)."""
+    if weights.shape != scores.shape:
+        return False
+    told_apart = False
+    for w, sc, k in zip(weights.reshape(-1, weights.shape[-1]), scores.reshape(-1, scores.shape[-1]),
+                        np.broadcast_to(keep, scores.shape).reshape(-1, scores.shape[-1])):
+        order = np.argsort(sc[k], kind="stable")
+        kept = w[k][order]
+        if kept.size > 1 and (np.diff(kept) < -atol).any():
+            return False
+        told_apart |= kept.size > 1 and float(kept.max() - kept.min()) > atol
+    return told_apart
+
+
 def check_type(value: Any, types: type | tuple[type, ...], name: str, hint: str | None = None) -> None:
     """The value is an instance of ``types``."""
     if not isinstance(value, types):
@@ -286,44 +368,73 @@ def check_true(condition: bool, message: str) -> None:
         raise GradingError(message)
 
 
-def check_own_code(fn: Callable, forbidden: Sequence[str], name: str | None = None) -> None:
-    """The student's function does not just call a ready-made implementation.
-
-    ``forbidden`` lists source fragments (e.g. ``"utils.attention"``,
-    ``"scaled_dot_product_attention("``) that would mean the exercise was skipped.
-    """
-    import ast
+def _live_sources(fn: Callable) -> list[str]:
+    """The code a live kernel ran: the notebook's cells in the order they ran (IPython's history),
+    or the source file of the function's module; [] when neither can be read."""
     import inspect
-    import textwrap
+    import sys
+
+    module = sys.modules.get(getattr(fn, "__module__", "") or "")
+    if getattr(fn, "__module__", None) == "__main__":
+        try:
+            shell = get_ipython()  # type: ignore[name-defined]  # noqa: F821 - defined in a kernel
+            history = shell.user_ns.get("In") or []
+            if history:
+                return [str(cell) for cell in history if cell]
+        except NameError:
+            pass
+    try:
+        return [inspect.getsource(module)] if module is not None else [inspect.getsource(fn)]
+    except (OSError, TypeError):
+        try:
+            return [inspect.getsource(fn)]
+        except (OSError, TypeError):
+            return []
+
+
+def check_own_code(fn: Callable, forbidden: Sequence[str], name: str | None = None) -> None:
+    """The student's function does not call a ready-made implementation of what it was asked to write.
+
+    ``forbidden`` lists dotted names (``"utils"``, ``"torch.nn.functional.softmax"``, a set-up
+    helper's name) and attributes (``".softmax"``, any attribute of that name). The check reads the
+    code, not the text (see ``utils.own_code``): it follows imports under other names, aliases,
+    ``getattr`` with constant names and the student's own helpers, and never matches comments,
+    docstrings, strings or the student's own names. When the grader replays a test, it reads the
+    submitted cells (and the assignment's set-up cells for the names they bind), never a live object.
+    """
+    from .own_code import describe, find_forbidden
 
     label = name or getattr(fn, "__name__", "your function")
     replay = _state["replay"]
-    if replay is not None:  # the grader checks the submitted source text instead of a live object
-        source = replay.source_of(fn)
-        if source is None:
+    if replay is not None:  # the grader reads the submitted source text instead of a live object
+        target = getattr(fn, "_replay_name", None) or getattr(fn, "__name__", None)
+        label = name or (target.split(".")[-1] if isinstance(target, str) else label)
+        if not isinstance(target, str):
+            raise GradingError(f"{label}: the grader could not find your definition of it in your notebook.")
+        findings = find_forbidden(target, list(forbidden), list(replay.sources), list(getattr(replay, "setup", [])))
+        if findings is None:
+            raise GradingError(f"{label}: the grader could not find your definition of it in your notebook "
+                               f"(write it as `def {target.split('.')[-1]}(...)` in the exercise's cell).")
+    else:
+        target = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+        sources = _live_sources(fn)
+        if isinstance(target, str) and "<locals>" in target:  # defined inside a function: read it alone
+            import inspect
+            import textwrap
+
+            target = getattr(fn, "__name__", "")
+            try:
+                sources = [textwrap.dedent(inspect.getsource(fn))]
+            except (OSError, TypeError):
+                sources = []
+        if not isinstance(target, str) or "<" in target or not sources:
+            return  # a lambda or a function we cannot read: the grader's replay decides
+        findings = find_forbidden(target, list(forbidden), sources)
+        if findings is None:
             return
-        source = textwrap.dedent(source)
-        label = name or getattr(fn, "_replay_name", label)
-    else:
-        try:
-            source = textwrap.dedent(inspect.getsource(fn))
-        except (OSError, TypeError):
-            return  # defined somewhere we cannot read; nothing to check
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return
-    node = tree.body[0]
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
-        body = "\n".join(source.splitlines()[node.body[0].lineno - 1:])  # without the def line
-    else:
-        body = source
-    for fragment in forbidden:
-        if fragment in body:
-            raise GradingError(
-                f"{label}: uses {fragment!r}. This exercise asks you to write it yourself, "
-                "with plain tensor operations."
-            )
+    if findings:
+        raise GradingError(describe(label, findings))
+
 
 
 # --- Checking a whole notebook from inside it ------------------------------------
