@@ -21,6 +21,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from utils.syntax import parse
+
 MARKER = "# ---- checks"
 MARKER_LINE = "# ---- checks: when your notebook is graded, this part runs outside it ----"
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
@@ -62,7 +64,7 @@ def hidden_calls(run_part: str, where: str) -> str:
     """The sandbox's code for a hidden test: its ``grading.run(...)`` calls rebuilt from their
     parsed runner names and literal arguments (nothing else of the cell is sent)."""
     try:
-        tree = ast.parse(run_part)
+        tree = parse(run_part)
     except SyntaxError as exc:
         raise PlanError(f"{where}: {exc}") from None
     calls = []
@@ -135,7 +137,7 @@ def check_only_helpers(source_nb) -> set[str]:
         if cell.cell_type != "code":
             continue
         try:
-            tree = ast.parse(cell.source)
+            tree = parse(cell.source)
         except SyntaxError:
             continue
         if is_setup(cell):
@@ -148,7 +150,7 @@ def check_only_helpers(source_nb) -> set[str]:
             parts = split(cell.source)
             if parts is not None:
                 try:
-                    roots |= _loaded_names(ast.parse(parts[0]))
+                    roots |= _loaded_names(parse(parts[0]))
                 except SyntaxError:
                     continue
         else:  # an answer cell (its starting code, the model solution) or a plain cell the release gives
@@ -166,7 +168,7 @@ def check_only_helpers(source_nb) -> set[str]:
 def _stub_helpers(source: str, names: set[str]) -> str:
     """A set-up cell's source with the named top-level definitions replaced by stubs that say why."""
     try:
-        tree = ast.parse(source)
+        tree = parse(source)
     except SyntaxError:
         return source
     body = []
@@ -174,7 +176,7 @@ def _stub_helpers(source: str, names: set[str]) -> str:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name in names:
             message = (f"{node.name} is one of the checks' own helpers and is not available while your notebook is "
                        "graded. Write your answer yourself.")
-            body.append(ast.parse(f"def {node.name}(*args, **kwargs):\n    raise NotImplementedError({message!r})").body[0])
+            body.append(parse(f"def {node.name}(*args, **kwargs):\n    raise NotImplementedError({message!r})").body[0])
         else:
             body.append(node)
     tree.body = body

@@ -23,6 +23,8 @@ import copy
 import shutil
 from pathlib import Path
 
+from utils.syntax import parse
+
 UTILS = Path(__file__).resolve().parent.parent / "utils"
 FRAMEWORK_SUFFIX = {"pytorch": "torch", "tensorflow": "keras"}
 
@@ -51,7 +53,7 @@ def _message(module: str, qualname: str) -> str:
 
 
 def _raise(message: str) -> ast.Raise:
-    return ast.parse(f"raise NotImplementedError({message!r})").body[0]
+    return parse(f"raise NotImplementedError({message!r})").body[0]
 
 
 def _stub_function(node: ast.FunctionDef | ast.AsyncFunctionDef, message: str) -> ast.AST:
@@ -61,12 +63,12 @@ def _stub_function(node: ast.FunctionDef | ast.AsyncFunctionDef, message: str) -
 
 
 def _stub_class(name: str, message: str) -> ast.ClassDef:
-    return ast.parse(f"class {name}:\n    def __init__(self, *args, **kwargs):\n"
+    return parse(f"class {name}:\n    def __init__(self, *args, **kwargs):\n"
                      f"        raise NotImplementedError({message!r})").body[0]
 
 
 def _stub_alias(name: str, message: str) -> ast.FunctionDef:
-    return ast.parse(f"def {name}(*args, **kwargs):\n    raise NotImplementedError({message!r})").body[0]
+    return parse(f"def {name}(*args, **kwargs):\n    raise NotImplementedError({message!r})").body[0]
 
 
 def strip_source(text: str, module: str, names: list[str]) -> tuple[str, set[str]]:
@@ -74,7 +76,7 @@ def strip_source(text: str, module: str, names: list[str]) -> tuple[str, set[str
 
     Returns the new source and the names that were found in it.
     """
-    tree = ast.parse(text)
+    tree = parse(text)
     whole = {n for n in names if "." not in n}
     methods: dict[str, set[str]] = {}
     for n in names:

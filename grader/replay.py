@@ -34,6 +34,8 @@ from typing import Any
 
 import nbformat
 
+from utils.syntax import parse
+
 MAX_RESULT_BYTES = 24 * 1024 * 1024
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.]")
 
@@ -179,7 +181,7 @@ def defined_names(sources: list[str]) -> set[str]:
     names = set()
     for source in sources:
         try:
-            tree = ast.parse(source)
+            tree = parse(source)
         except SyntaxError:
             continue
         for node in tree.body:

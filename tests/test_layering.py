@@ -20,7 +20,7 @@ from tools.notebook_runner import ROOT
 # The floor each top-level part of `utils` sits on. A module may import from its own
 # floor or below, never above. Same-floor packages may use each other's public modules.
 FLOORS = {
-    "runtime": 0, "checks": 0, "training": 0, "shapes": 0, "own_code": 0,
+    "runtime": 0, "checks": 0, "training": 0, "shapes": 0, "own_code": 0, "syntax": 0,
     "attention": 1, "data": 1, "plots": 1, "widgets": 1, "grading": 1, "quiz": 1,
     "positional": 2, "memory": 2, "seq2seq": 2,
     "transformer": 3,

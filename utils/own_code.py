@@ -35,6 +35,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from .syntax import parse
+
 __all__ = ["Finding", "find_forbidden", "describe"]
 
 # Built-ins through which a name can be built at run time: the check cannot follow them.
@@ -341,7 +343,7 @@ def _parse(sources: Sequence[str]) -> tuple[list[ast.Module], list[str]]:
     trees, kept = [], []
     for source in sources:
         try:
-            trees.append(ast.parse(source))
+            trees.append(parse(source))
             kept.append(source)
         except (SyntaxError, ValueError):
             continue  # a cell that does not parse defines nothing that runs
