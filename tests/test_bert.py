@@ -445,6 +445,40 @@ def test_masking_split_sets_what_the_chosen_tokens_become(impl) -> None:
             impl.mask_tokens(ids, MASK_ID, VOCAB, SPECIAL, seed=5, split=bad)
 
 
+def test_whole_word_masking_chooses_words_and_keeps_the_batch() -> None:
+    """common.mask_whole_words (assignment 7's reference): a word's pieces are chosen, and become [MASK],
+    a random piece or stay, together; about 15% of the words, 80/10/10 of them; the caller's batch is unchanged."""
+    ids = _masking_batch()
+    rng = np.random.default_rng(1)
+    continues = (rng.random(ids.shape) < 0.4) & ~np.isin(ids, SPECIAL)  # about 40% of the pieces continue a word
+    continues[:, 1] = False  # the first word after [CLS] starts there
+    word = np.cumsum(~continues, axis=1)
+    before = ids.copy()
+    words = chosen_words = masked = kept = 0
+    for draw in range(20):
+        inputs, labels = common.mask_whole_words(ids, continues, MASK_ID, VOCAB, SPECIAL, seed=draw)
+        assert np.array_equal(ids, before), "the batch given to mask_whole_words was changed"
+        c = labels != common.IGNORE_INDEX
+        assert np.all(labels[c] == ids[c]) and np.all(inputs[~c] == ids[~c]) and not np.isin(ids[c], SPECIAL).any()
+        for r in range(ids.shape[0]):
+            for w in np.unique(word[r][~np.isin(ids[r], SPECIAL)]):
+                at = (word[r] == w) & ~np.isin(ids[r], SPECIAL)
+                assert c[r, at].all() or not c[r, at].any(), f"word {w} of row {r}: only some of its pieces were chosen"
+                words += 1
+                if c[r, at].any():
+                    chosen_words += 1
+                    masked += (inputs[r, at] == MASK_ID).all()
+                    kept += (inputs[r, at] == ids[r, at]).all()
+                    assert (inputs[r, at] == MASK_ID).all() or not (inputs[r, at] == MASK_ID).any(), "a word half masked"
+    assert abs(chosen_words / words - 0.15) < 5 * np.sqrt(0.15 * 0.85 / words)
+    assert abs(masked / chosen_words - 0.8) < 5 * np.sqrt(0.16 / chosen_words)
+    assert abs(kept / chosen_words - 0.1) < 5 * np.sqrt(0.09 / chosen_words) + 0.01
+    again = common.mask_whole_words(ids, continues, MASK_ID, VOCAB, SPECIAL, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip(again, common.mask_whole_words(ids, continues, MASK_ID, VOCAB, SPECIAL, seed=3)))
+    with pytest.raises(ValueError, match="continues"):
+        common.mask_whole_words(ids, continues[:, :-1], MASK_ID, VOCAB, SPECIAL)
+
+
 @pytest.mark.parametrize("impl", [T, K], ids=["torch", "keras"])
 def test_mlm_loss_counts_only_chosen_positions(impl) -> None:
     rng = np.random.default_rng(0)

@@ -9,6 +9,8 @@
   ``warmup_linear_schedule`` makes it the schedule both twins' ``make_optimizer`` return.
 * ``check_mlm_args``: the arguments of the masking function, checked once for both twins;
   ``MLM_SPLIT`` is BERT's 80/10/10 split of the chosen tokens.
+* ``mask_whole_words``: whole-word masking (NumPy): a word's WordPiece pieces are chosen,
+  and masked, together; the reference of assignment 7's exercise 1 in both frameworks.
 * ``POOLINGS`` / ``check_pooling``: how a classifier turns the token vectors into
   one sentence vector ("cls": BERT's pooler on [CLS]; "mean": the average over
   the real tokens, as sentence-transformers checkpoints are trained).
@@ -40,6 +42,7 @@ __all__ = [
     "warmup_linear_schedule",
     "MLM_SPLIT",
     "check_mlm_args",
+    "mask_whole_words",
     "trim_rows",
     "batch_order",
     "POOLINGS",
@@ -239,6 +242,49 @@ def check_mlm_args(
     if allowed.size == 0:
         raise ValueError(f"special_ids: every one of the {vocab_size} ids is special; no token could be masked")
     return allowed
+
+
+def mask_whole_words(
+    token_ids: np.ndarray,
+    continues: np.ndarray,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int],
+    mlm_probability: float = 0.15,
+    seed: int = 0,
+    split: Sequence[float] = MLM_SPLIT,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Whole-word masking: a word's pieces are chosen together, and all become [MASK], all random or all stay.
+
+    BERT's later checkpoints ("whole word masking") choose words, not WordPiece pieces:
+    masking only ``##ing`` of ``play ##ing`` leaves a puzzle the visible ``play`` almost
+    solves. ``continues`` is True where a piece continues the word before it (a ``##``
+    piece). The draws, from ``np.random.default_rng(seed)``, in this order: one per word
+    number of each row (chosen with ``mlm_probability``), one per word number (the
+    ``split``: [MASK], random, kept), one random ordinary id per piece. Special ids and
+    ``mask_id`` are never chosen and never drawn. The input is not changed.
+    Shapes: token_ids (B, T) int, continues (B, T) bool -> inputs (B, T), labels (B, T)
+    (the original id at every piece of a chosen word, IGNORE_INDEX elsewhere).
+    """
+    ids = np.array(token_ids, dtype=np.int64)  # (B, T): a copy; the caller's batch stays as it was
+    continues = np.asarray(continues, dtype=bool)
+    if continues.shape != ids.shape:
+        raise ValueError(f"continues: expected the shape of token_ids {ids.shape}, got {continues.shape}")
+    allowed = check_mlm_args(ids.shape, mask_id, vocab_size, special_ids, mlm_probability, split)
+    special = sorted(set(int(i) for i in special_ids) | {int(mask_id)})
+    rng = np.random.default_rng(seed)
+    b, t = ids.shape
+    word = np.cumsum(~continues, axis=1)  # (B, T): the number of the word each piece belongs to, 0..T
+    chosen = np.take_along_axis(rng.random((b, t + 1)) < mlm_probability, word, axis=1)  # (B, T)
+    chosen &= ~np.isin(ids, special)  # special tokens and padding are never chosen
+    how = np.take_along_axis(rng.random((b, t + 1)), word, axis=1)  # (B, T): one split draw per word
+    random_ids = allowed[rng.integers(len(allowed), size=(b, t))]  # (B, T)
+    inputs = ids.copy()
+    inputs[chosen & (how < split[0])] = mask_id
+    swap = chosen & (how >= split[0]) & (how < split[0] + split[1])
+    inputs[swap] = random_ids[swap]
+    labels = np.where(chosen, ids, IGNORE_INDEX)  # (B, T)
+    return inputs, labels
 
 
 def trim_rows(inputs: dict, idx: np.ndarray, multiple: int = 16) -> dict[str, np.ndarray]:
