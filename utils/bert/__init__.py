@@ -8,7 +8,8 @@ Twins with one public API (a test compares their names and signatures):
   names (course / Hugging Face / KerasHub), ``encode_texts`` (truncates with a
   warning), the warm-up + linear-decay learning rate, ``parameter_count`` (the
   size of a BERT from its config), ``linear_probe`` (logistic regression on
-  frozen sentence vectors) and the ``POOLINGS`` a classifier may use.
+  frozen sentence vectors), the ``POOLINGS`` a classifier may use, and
+  ``mask_whole_words`` (whole-word masking in NumPy, the reference of assignment 7).
 * ``utils.bert.weights``: the one map from Hugging Face BertModel weight names
   to the course's, reading a Hugging Face folder, and finding the packaged
   all-MiniLM-L6-v2 weights (offline fallback).
