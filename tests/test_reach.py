@@ -28,7 +28,7 @@ SOURCES = sorted((ROOT / "solutions").glob("*/*.ipynb"))
 ANSWER_HELPERS = {
     "05_self_attention": {"library_attention", "library_layer", "gqa_reference", "decoder_mistakes"},
     "06_transformer": {"reference_block", "reference_greedy"},
-    "08_gpt": {"attention_variant", "greedy_recomputed", "greedy_stale_cache", "top_p_variant"},
+    "08_gpt": {"greedy_until_end"},
     "09_efficient_attention": {"attention", "softmax_stats", "tiled_mistakes", "kernel_parts",
                                "given_causal_linear_attention"},
 }
