@@ -29,7 +29,7 @@ ANSWER_HELPERS = {
     "05_self_attention": {"library_attention", "library_layer", "gqa_reference", "decoder_mistakes"},
     "06_transformer": {"reference_block", "reference_greedy"},
     "08_gpt": {"attention_variant", "greedy_recomputed", "greedy_stale_cache", "top_p_variant"},
-    "09_efficient_attention": {"attention", "softmax_stats", "tiled_mistakes", "kernel_parts",
+    "09_efficient_attention": {"attention", "log_sum_exp", "window_tiles", "window_mistakes", "kernel_parts",
                                "given_causal_linear_attention"},
 }
 
