@@ -73,6 +73,9 @@ def test_masked_log_softmax_is_the_log_of_the_weights_without_underflow() -> Non
     with np.errstate(divide="ignore"):  # what taking the log of float32 weights gives instead
         assert np.isneginf(np.log(R.masked_softmax(scores.astype(np.float32), mask))[0, 1, kept]).all()
     np.testing.assert_allclose(R.masked_log_softmax(scores), np.log(R.masked_softmax(scores)), atol=1e-12)
+    s32 = scores.astype(np.float32)
+    for twin in (T.masked_log_softmax(torch.tensor(s32), torch.tensor(mask)), K.masked_log_softmax(s32, mask)):
+        np.testing.assert_allclose(np.asarray(twin), R.masked_log_softmax(s32.astype(np.float64), mask), rtol=1e-5, atol=1e-5)
 
 
 def test_temperature_limits() -> None:

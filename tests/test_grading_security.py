@@ -265,7 +265,7 @@ _ip.events.register("post_run_cell", _wrap)
 # per assignment: the function the last (hidden) test calls, how to recognise that call, and a
 # reference function with arguments that route attempts call
 PROBE_TARGETS = {
-    "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_softmax", "(np.zeros((2, 3)),)"),
+    "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_log_softmax", "(np.zeros((2, 3)),)"),
     "05_self_attention_tensorflow": ("grouped_query_attention", "a[4] == 6", "split_heads", "(np.zeros((1, 2, 4)), 2)"),
 }
 HOSTILE_MARKDOWN = (
