@@ -75,6 +75,26 @@ def test_rotary_scores_depend_only_on_the_offset() -> None:
     assert abs(s[3, 3] - s[3, 10]) > 1e-3  # and it does depend on the offset
 
 
+def test_partial_rotary_is_the_lesson_rotary_on_the_first_dims_in_halves() -> None:
+    """apply_rotary_partial: the first d_rot dims, read as interleaved pairs (x_i, x_{i + d_rot/2}),
+    are apply_rotary of a d_rot-wide vector; the other dims pass through; d_rot = D is full rotary."""
+    x = np.random.default_rng(3).normal(size=(2, 6, 12))
+    for d_rot in (2, 4, 12):
+        half = d_rot // 2
+        out = ref.apply_rotary_partial(x, d_rot, offset=5)
+        as_pairs = np.stack([out[..., :half], out[..., half:d_rot]], axis=-1).reshape(out.shape[:-1] + (d_rot,))
+        x_pairs = np.stack([x[..., :half], x[..., half:d_rot]], axis=-1).reshape(x.shape[:-1] + (d_rot,))
+        np.testing.assert_allclose(as_pairs, ref.apply_rotary(x_pairs, offset=5), atol=1e-12)
+        np.testing.assert_array_equal(out[..., d_rot:], x[..., d_rot:])
+    # the frequencies are those of width d_rot, not D: the last rotated pair of d_rot = 4 turns by 1/100 rad
+    one = ref.apply_rotary_partial(np.array([[0.0, 1.0, 0.0, 0.0, 5.0, 5.0]] * 2), 4)  # (T=2, D=6)
+    np.testing.assert_allclose(one[1, [1, 3]], [np.cos(0.01), np.sin(0.01)], atol=1e-12)
+    with pytest.raises(ValueError, match="d_rot"):
+        ref.apply_rotary_partial(x, 14)
+    with pytest.raises(ValueError, match="d_rot"):
+        ref.apply_rotary_partial(x, 3)
+
+
 @pytest.mark.parametrize(
     "call, message",
     [

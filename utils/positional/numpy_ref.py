@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _checks
 
-__all__ = ["frequencies", "sinusoidal_encoding", "offset_matrix", "apply_rotary"]
+__all__ = ["frequencies", "sinusoidal_encoding", "offset_matrix", "apply_rotary", "apply_rotary_partial"]
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -71,4 +71,30 @@ def apply_rotary(x: np.ndarray, offset: int = 0, base: float = 10000.0) -> np.nd
     out = np.empty(x.shape, dtype=np.result_type(x.dtype, np.float32))
     out[..., 0::2] = even * c - odd * s
     out[..., 1::2] = even * s + odd * c
+    return out
+
+
+def apply_rotary_partial(x: np.ndarray, d_rot: int, offset: int = 0, base: float = 10000.0) -> np.ndarray:
+    """Partial rotary embedding in the split-half layout (GPT-NeoX, GPT-J's ``rotary_dim``).
+
+    Only the first ``d_rot`` dims carry position; dims ``d_rot`` and on pass through unchanged.
+    Inside the rotated part, pair i is (x_i, x_{i + d_rot/2}) (the halves, not the interleaved
+    pairs of ``apply_rotary``), and it turns by p * w_i at position p = offset, offset+1, ...,
+    with the frequencies of a vector of width d_rot: w_i = base ** (-2i / d_rot). So the
+    rotated part, read in the interleaved layout, is ``apply_rotary`` of a d_rot-wide vector.
+    Shapes: x (..., T, D) -> (..., T, D), with d_rot even and 2 <= d_rot <= D.
+    """
+    _checks.check_offset(offset)
+    shape = _checks.check_sequence("x", x, None, None, "(..., T, D)")
+    t, d = shape[-2], shape[-1]
+    _checks.check_width("d_rot", d_rot)
+    if d_rot > d:
+        raise ValueError(f"d_rot: expected at most D={d} dims to rotate, got {d_rot}")
+    half = d_rot // 2
+    angles = (offset + np.arange(t))[:, None] * frequencies(d_rot, base)[None, :]  # (T, d_rot/2)
+    c, s = np.cos(angles), np.sin(angles)
+    first, second = x[..., :half], x[..., half:d_rot]  # (..., T, d_rot/2): the two halves
+    out = np.array(x, dtype=np.result_type(x.dtype, np.float32), copy=True)
+    out[..., :half] = first * c - second * s
+    out[..., half:d_rot] = first * s + second * c
     return out
