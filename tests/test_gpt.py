@@ -244,6 +244,33 @@ def test_top_p_keeps_the_smallest_set_with_mass_at_least_p(rng):
         assert (most_dropped <= least).all(), "the kept pieces are the most likely ones"
 
 
+def test_typical_keeps_the_tokens_nearest_the_entropy_until_p(rng):
+    """Locally typical filtering: the mode can go (probabilities 0.4 and four of 0.15: the entropy, 1.505 nats,
+    is nearer the 0.15s' surprise, 1.897, than the mode's, 0.916); checked by brute force on random rows."""
+    mode_dropped = np.log(np.array([[0.4, 0.15, 0.15, 0.15, 0.15]]))
+    assert np.isfinite(common.typical_filter(mode_dropped, 0.5)).tolist() == [[False, True, True, True, True]]
+    assert np.isfinite(common.typical_filter(mode_dropped, 0.7)).all()  # the four hold 0.6 < 0.7: the mode too
+    assert np.isfinite(common.top_p_filter(mode_dropped, 0.5)).tolist() == [[True, True, False, False, False]]
+    logits = rng.normal(size=(100, 12)) * 2
+    logits[:5, 3] = -np.inf  # a token already filtered out stays out, and does not upset the entropy
+    for p in (0.2, 0.6, 0.95, 1.0):
+        out = common.typical_filter(logits, p)
+        for row, kept_row in zip(logits, np.isfinite(out)):
+            probs = np.exp(row - row.max())
+            probs /= probs.sum()
+            surprise = -np.log(np.where(probs > 0, probs, 1.0))
+            entropy = float((probs * surprise).sum())
+            order = sorted(range(len(row)), key=lambda i: (abs(surprise[i] - entropy) if probs[i] > 0 else np.inf, i))
+            wanted, mass = set(), 0.0
+            for i in order:  # one token at a time, the most typical first, until the kept mass reaches p
+                if mass >= p:
+                    break
+                wanted.add(i)
+                mass += probs[i]
+            assert {i for i in np.flatnonzero(kept_row) if probs[i] > 0} == {i for i in wanted if probs[i] > 0}
+        assert np.array_equal(out[np.isfinite(out)], logits[np.isfinite(out)]), "the kept logits are unchanged"
+
+
 def test_sampling_follows_the_filtered_distribution():
     logits = np.log(np.array([[0.5, 0.3, 0.15, 0.05]]).repeat(20000, axis=0))
     draws = common.sample_next(logits, np.random.default_rng(0))
@@ -256,6 +283,7 @@ def test_sampling_follows_the_filtered_distribution():
 def test_the_numpy_reference_and_the_twins_share_the_sampler():
     for impl in (T, K, R):
         assert impl.sample_next is common.sample_next and impl.top_p_filter is common.top_p_filter
+        assert impl.typical_filter is common.typical_filter
 
 
 # ---------------------------------------------------------------- costs, schedule, init
@@ -298,6 +326,7 @@ def test_init_weights_follows_gpt2():
     (lambda: common.apply_temperature(np.zeros((1, 3)), -1.0), "temperature"),
     (lambda: common.top_k_filter(np.zeros((1, 3)), 0), "k"),
     (lambda: common.top_p_filter(np.zeros((1, 3)), 0.0), "p"),
+    (lambda: common.typical_filter(np.zeros((1, 3)), 1.5), "p"),
     (lambda: common.sample_next(np.zeros(3), np.random.default_rng()), "logits"),
     (lambda: common.kv_cache_bytes(0, 1, 1, 1, 1), "num_layers"),
     (lambda: ngram.ngram_bits(np.array([0, 1, 5]), np.array([0, 1]), 2, 3), "train_ids"),

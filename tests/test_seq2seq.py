@@ -440,3 +440,35 @@ def test_luong_step_attends_with_the_new_state_and_feeds_its_attentional_vector(
     assert not np.allclose(nref.luong_step(y, state, np.zeros_like(feed), memory, mask, w)[1], h)
     with pytest.raises(ValueError, match="De = Gd"):
         nref.luong_step(y, state, feed, memory[..., :4], mask, w)
+
+
+def test_luong_step_general_score_reads_encoder_outputs_of_another_width() -> None:
+    """With W_a (Gd, De) in the weights the score is Luong's general h W_a h_j: encoder outputs of width De != Gd
+    are read (W_c is then (De + Gd, Gd)), checked against torch; W_a = I with De = Gd gives the dot step."""
+    from utils.seq2seq import numpy_steps as nref
+
+    rng = np.random.default_rng(1)
+    d, de = 6, 8
+    w = _luong_weights(rng, d=d)
+    w_general = {**w, "W_a": rng.normal(size=(d, de)) * 0.5, "W_c": rng.normal(size=(de + d, d)) * 0.4}
+    y, state, feed = np.array([4, 2, 7]), rng.normal(size=(3, d)), np.tanh(rng.normal(size=(3, d)))
+    memory = rng.normal(size=(3, 5, de))
+    mask = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 0, 0, 0]], dtype=bool)
+    logits, h, attentional, alpha = nref.luong_step(y, state, feed, memory, mask, w_general)
+    h_dot = nref.luong_step(y, state, feed, memory[..., :d], mask, w)[1]
+    np.testing.assert_allclose(h, h_dot, atol=1e-12)  # the GRU runs before attention: the score does not touch it
+    with torch.no_grad():
+        t = {k: torch.as_tensor(v) for k, v in w_general.items()}
+        h_t, m = torch.as_tensor(h), torch.as_tensor(memory)
+        scores = torch.einsum("bd,de,bte->bt", h_t, t["W_a"], m).masked_fill(~torch.as_tensor(mask), float("-inf"))
+        a = torch.softmax(scores, dim=-1)
+        h_tilde = torch.tanh(torch.cat([torch.einsum("bt,bte->be", a, m), h_t], dim=1) @ t["W_c"])
+        out = h_tilde @ t["W_out"] + t["b_out"]
+    for ours, theirs in ((alpha, a), (attentional, h_tilde), (logits, out)):
+        np.testing.assert_allclose(ours, theirs.numpy(), atol=1e-10)
+    same_width = {**w, "W_a": np.eye(d)}
+    for ours, dot in zip(nref.luong_step(y, state, feed, memory[..., :d], mask, same_width),
+                         nref.luong_step(y, state, feed, memory[..., :d], mask, w)):
+        np.testing.assert_allclose(ours, dot, atol=1e-12)
+    with pytest.raises(ValueError, match="W_a: expected"):
+        nref.luong_step(y, state, feed, memory, mask, {**w_general, "W_a": w_general["W_a"].T})

@@ -33,6 +33,7 @@ __all__ = [
     "apply_temperature",
     "top_k_filter",
     "top_p_filter",
+    "typical_filter",
     "sample_next",
     "generate_loop",
     "kv_cache_bytes",
@@ -197,6 +198,32 @@ def top_p_filter(logits: np.ndarray, p: float) -> np.ndarray:
     sorted_probs = np.take_along_axis(probs, order, axis=-1)
     mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs  # (..., V) the mass of the tokens ahead
     keep_sorted = mass_before < p  # a token is needed while the ones ahead of it hold less than p
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return np.where(keep, x, -np.inf)
+
+
+def typical_filter(logits: np.ndarray, p: float) -> np.ndarray:
+    """Locally typical filter (Meister et al., 2023): keep the tokens whose surprise is closest to the row's entropy.
+
+    A token's surprise is -ln P; the entropy is its expected value. Tokens are taken in
+    order of |surprise - entropy| (the most typical first) until their mass is at least
+    ``p``; the token that crosses ``p`` is kept, so at least one token always is. Unlike
+    top-p, this can drop the most likely token. Ties are broken by token id (the lower first).
+    Shapes: logits (..., V) -> (..., V) float64, the dropped tokens at -inf.
+    """
+    x = _logits(logits)
+    if not (isinstance(p, (int, float)) and 0 < p <= 1):
+        raise ValueError(f"p: expected a probability in (0, 1], got {p!r}")
+    log_probs = x - x.max(axis=-1, keepdims=True)
+    log_probs = log_probs - np.log(np.exp(log_probs).sum(axis=-1, keepdims=True))  # (..., V) ln P
+    probs = np.exp(log_probs)
+    entropy = -(probs * np.where(probs > 0, log_probs, 0.0)).sum(axis=-1, keepdims=True)  # (..., 1) in nats; 0 ln 0 = 0
+    distance = np.abs(-log_probs - entropy)  # (..., V) how far each token's surprise is from the expected one
+    order = np.argsort(distance, axis=-1, kind="stable")  # (..., V) the most typical first
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs  # (..., V) the mass of the tokens ahead
+    keep_sorted = mass_before < p
     keep = np.empty_like(keep_sorted)
     np.put_along_axis(keep, order, keep_sorted, axis=-1)
     return np.where(keep, x, -np.inf)

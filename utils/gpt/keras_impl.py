@@ -37,12 +37,13 @@ from utils.training import train_loop  # noqa: E402
 from utils.transformer.keras_impl import FeedForward, LayerNorm, export_weights, load_weights  # noqa: E402
 
 from .common import (GPTConfig, apply_temperature, attention_widths, generate_loop, lr_schedule, sample_next,  # noqa: E402
-                     top_k_filter, top_p_filter)
+                     top_k_filter, top_p_filter, typical_filter)
 
 __all__ = [
     "apply_temperature",
     "top_k_filter",
     "top_p_filter",
+    "typical_filter",
     "sample_next",
     "causal_self_attention",
     "CausalSelfAttention",

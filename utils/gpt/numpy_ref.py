@@ -17,12 +17,13 @@ import numpy as np
 from utils.attention.numpy_ref import causal_mask, masked_softmax
 
 from .common import (GPTConfig, apply_temperature, attention_widths, init_weights, sample_next, top_k_filter,
-                     top_p_filter)
+                     top_p_filter, typical_filter)
 
 __all__ = [
     "apply_temperature",
     "top_k_filter",
     "top_p_filter",
+    "typical_filter",
     "sample_next",
     "causal_self_attention",
     "GPT",

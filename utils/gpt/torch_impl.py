@@ -29,12 +29,13 @@ from utils.training import train_loop
 from utils.transformer.torch_impl import FeedForward, LayerNorm, export_weights, load_weights
 
 from .common import (GPTConfig, apply_temperature, attention_widths, generate_loop, lr_schedule, sample_next,
-                     top_k_filter, top_p_filter)
+                     top_k_filter, top_p_filter, typical_filter)
 
 __all__ = [
     "apply_temperature",
     "top_k_filter",
     "top_p_filter",
+    "typical_filter",
     "sample_next",
     "causal_self_attention",
     "CausalSelfAttention",

@@ -5,8 +5,10 @@ The twins' ``Decoder.step`` is Bahdanau's order (attend with the previous state
 the weights that ``export_weights`` gives. ``luong_step`` is the decoder of Luong,
 Pham and Manning (2015, sections 3.1 and 3.3) with a GRU in place of their LSTM:
 the GRU runs first, fed the previous step's attentional vector (input feeding);
-then the *current* state scores every encoder output with a plain dot product; the
-attentional vector is ``tanh([c_t; h_t] W_c)`` and the logits are read from it.
+then the *current* state scores every encoder output, with a plain dot product or, when
+the weights hold ``W_a``, Luong's *general* score ``h_t W_a h_j`` (the encoder outputs may
+then have another width); the attentional vector is ``tanh([c_t; h_t] W_c)`` and the
+logits are read from it.
 No twin offers Luong's order (the package's ``"dot"`` and ``"general"`` keep
 Bahdanau's); it is here as the reference assignment 2's tests compare with.
 
@@ -84,23 +86,28 @@ def decoder_step(y_prev: np.ndarray, state: np.ndarray, memory: np.ndarray, summ
 def luong_step(y_prev: np.ndarray, state: np.ndarray, feed: np.ndarray, memory: np.ndarray,
                mask: np.ndarray | None, weights: Mapping[str, np.ndarray]
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One step of Luong et al.'s decoder: GRU first (input feeding), then dot attention with the new state.
+    """One step of Luong et al.'s decoder: GRU first (input feeding), then attention with the new state.
 
     ``feed`` is the previous step's attentional vector (zeros before the first step).
     ``weights``: ``embedding`` (V, E), ``cell.W_x`` (E+Gd, 3Gd), ``cell.W_h`` (Gd, 3Gd),
-    ``cell.b_x`` and ``cell.b_h`` (3Gd,), ``W_c`` (De+Gd, Gd), ``W_out`` (Gd, V), ``b_out`` (V,).
-    The dot score needs De = Gd and is not scaled, as in the paper.
+    ``cell.b_x`` and ``cell.b_h`` (3Gd,), ``W_c`` (De+Gd, Gd), ``W_out`` (Gd, V), ``b_out`` (V,);
+    optionally ``W_a`` (Gd, De), which selects the *general* score ``h W_a h_j`` (any De).
+    Without ``W_a`` the score is the dot product, which needs De = Gd. Neither is scaled, as in the paper.
     Shapes: y_prev (B,) ids, state (B, Gd), feed (B, Gd), memory (B, Ts, De), mask (B, Ts) or None
     -> logits (B, V), new state (B, Gd), attentional vector (B, Gd), weights (B, Ts).
     """
     w = {k: np.asarray(v, dtype=np.float64) for k, v in weights.items()}
     memory, state = np.asarray(memory, dtype=np.float64), np.asarray(state, dtype=np.float64)
-    if memory.shape[-1] != state.shape[-1]:
+    general = "W_a" in w
+    if general and w["W_a"].shape != (state.shape[-1], memory.shape[-1]):
+        raise ValueError(f"W_a: expected (Gd, De) = ({state.shape[-1]}, {memory.shape[-1]}), got {w['W_a'].shape}")
+    if not general and memory.shape[-1] != state.shape[-1]:
         raise ValueError(f"memory: expected (B, Ts, De) with De = Gd = {state.shape[-1]} for dot scores, "
                          f"got {memory.shape}")
     emb = w["embedding"][np.asarray(y_prev)]  # (B, E)
     h = _cell(w, np.concatenate([emb, np.asarray(feed, dtype=np.float64)], axis=-1), state)  # (B, Gd): h_t
-    context, alpha = _read(np.einsum("btd,bd->bt", memory, h), memory, mask)  # scored with h_t
+    query = h @ w["W_a"] if general else h  # (B, De)
+    context, alpha = _read(np.einsum("btd,bd->bt", memory, query), memory, mask)  # scored with h_t
     attentional = np.tanh(np.concatenate([context, h], axis=-1) @ w["W_c"])  # (B, Gd)
     logits = attentional @ w["W_out"] + w["b_out"]  # (B, V)
     return logits, h, attentional, alpha
