@@ -57,6 +57,27 @@ def test_masked_softmax_properties() -> None:
         assert (sums[~mask.any(-1)] == 0).all(), "a fully masked row must be all zeros"
 
 
+def test_masked_log_softmax_is_the_log_of_the_weights_without_underflow() -> None:
+    scores = RNG.normal(size=(2, 3, 5))
+    scores[0, 1, 2] += 150.0  # a confident row: its other keys' weights underflow float32 (e^-150)
+    mask = RNG.random((2, 3, 5)) > 0.4
+    mask[..., 2] = True
+    mask[1, 2] = False  # a fully masked row
+    log_w = R.masked_log_softmax(scores, mask)
+    w = R.masked_softmax(scores, mask)
+    assert np.isneginf(log_w[~mask]).all() and not np.isnan(log_w).any()
+    assert np.isfinite(log_w[mask]).all(), "a kept key far below the best keeps a finite log-weight"
+    np.testing.assert_allclose(np.exp(log_w), w, atol=1e-12)
+    kept = mask[0, 1] & (np.arange(5) != 2)
+    np.testing.assert_allclose(log_w[0, 1, kept], scores[0, 1, kept] - scores[0, 1, 2], atol=1e-6)
+    with np.errstate(divide="ignore"):  # what taking the log of float32 weights gives instead
+        assert np.isneginf(np.log(R.masked_softmax(scores.astype(np.float32), mask))[0, 1, kept]).all()
+    np.testing.assert_allclose(R.masked_log_softmax(scores), np.log(R.masked_softmax(scores)), atol=1e-12)
+    s32 = scores.astype(np.float32)
+    for twin in (T.masked_log_softmax(torch.tensor(s32), torch.tensor(mask)), K.masked_log_softmax(s32, mask)):
+        np.testing.assert_allclose(np.asarray(twin), R.masked_log_softmax(s32.astype(np.float64), mask), rtol=1e-5, atol=1e-5)
+
+
 def test_temperature_limits() -> None:
     s = np.array([2.0, 1.0, 0.0], dtype=np.float32)
     close(R.masked_softmax(s, temperature=0.01), [1, 0, 0])

@@ -48,7 +48,7 @@ def renamed(code: str) -> str:
 def as_handed_in(code: str) -> str:
     """The solution's find-and-fix cell shows the colleague's function and then the fixed one; a student
     hands in the fixed one alone."""
-    fixed = code.find("def masked_softmax(scores, mask=None):  # fixed")
+    fixed = code.find("def masked_log_softmax(scores, mask=None):  # fixed")
     return code[fixed:] if fixed >= 0 else code
 
 
@@ -128,14 +128,13 @@ def test_similarity_leaves_two_independent_correct_answers_alone(term, tmp_path)
         (course / part).mkdir(parents=True)
         os.symlink(term["course"] / part / AID, course / part / AID)
     gs.write_submission(course, AID, "alice", gs.fill_release(term["release"], term["fills"]))
-    gs.write_submission(course, AID, "gina", gs.fill_release(term["release"], {"masked_softmax": (
-        "def masked_softmax(scores, mask=None):\n"
-        "    shifted = scores - scores.amax(dim=-1, keepdim=True).clamp(min=-1e30)\n"
+    gs.write_submission(course, AID, "gina", gs.fill_release(term["release"], {"masked_log_softmax": (
+        "def masked_log_softmax(scores, mask=None):\n"
         "    if mask is not None:\n"
-        "        shifted = torch.where(mask, shifted, torch.full_like(shifted, float('-inf')))\n"
-        "    e = torch.nan_to_num(torch.exp(shifted))\n"
-        "    total = e.sum(dim=-1, keepdim=True)\n"
-        "    return torch.where(total > 0, e / total.clamp(min=1e-30), torch.zeros_like(e))\n")}))
+        "        scores = scores.masked_fill(~mask, float('-inf'))\n"
+        "    top = scores.max(dim=-1, keepdim=True).values.nan_to_num(neginf=0.0)\n"
+        "    lse = top + torch.exp(scores - top).sum(dim=-1, keepdim=True).clamp(min=1e-30).log()\n"
+        "    return scores - lse\n")}))
     assert similarity.compare(course, AID)["pairs"] == []
 
 

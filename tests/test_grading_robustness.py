@@ -49,8 +49,8 @@ def graded(tmp_path_factory) -> dict:
     fills = gs.student_fill(source)
     subs = {
         "a_good": gs.fill_release(release, fills),
-        "b_raises": gs.fill_release(release, {**fills, "masked_softmax": 'raise RuntimeError("half done")'}),
-        "c_hangs": gs.fill_release(release, {**fills, "masked_softmax": "while True:\n    pass\n" + fills["masked_softmax"]}),
+        "b_raises": gs.fill_release(release, {**fills, "masked_log_softmax": 'raise RuntimeError("half done")'}),
+        "c_hangs": gs.fill_release(release, {**fills, "masked_log_softmax": "while True:\n    pass\n" + fills["masked_log_softmax"]}),
         "d_kills_kernel": gs.fill_release(release, {**fills, "top_k": "import os\nos._exit(1)"}),
         "e_huge_output": gs.fill_release(release, {**fills, "top_k": fills["top_k"] + '\nfor i in range(100000):\n    print("spam " * 20)'}),
         "f_deleted_tests": gs.fill_release(release, fills),

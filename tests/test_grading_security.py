@@ -174,9 +174,9 @@ class Sneaky:
     out["r_forged_message"] = {"suffix": "ip = get_ipython()\nk = ip.kernel\nk.session.send(k.iopub_socket, 'display_data', "
                                          "content=b'[1, 2]', parent=ip.get_parent())\nimport time\ntime.sleep(1)\n",
                                "base": "good"}
-    if "masked_softmax" in zeros:  # the frame reader fits assignment 1's array answers
-        out["i_frame_reader"] = {"cells": {"masked_softmax": frame + (
-            "\ndef masked_softmax(scores, mask=None):\n    return Sneaky(tuple(scores.shape))\n")}, "base": "zeros"}
+    if "masked_log_softmax" in zeros:  # the frame reader fits assignment 1's array answers
+        out["i_frame_reader"] = {"cells": {"masked_log_softmax": frame + (
+            "\ndef masked_log_softmax(scores, mask=None):\n    return Sneaky(tuple(scores.shape))\n")}, "base": "zeros"}
     return out
 
 
@@ -265,7 +265,7 @@ _ip.events.register("post_run_cell", _wrap)
 # per assignment: the function the last (hidden) test calls, how to recognise that call, and a
 # reference function with arguments that route attempts call
 PROBE_TARGETS = {
-    "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_softmax", "(np.zeros((2, 3)),)"),
+    "01_soft_attention_pytorch": ("top_k_attention", "a[0].dim() == 4", "masked_log_softmax", "(np.zeros((2, 3)),)"),
     "05_self_attention_tensorflow": ("grouped_query_attention", "a[4] == 6", "split_heads", "(np.zeros((1, 2, 4)), 2)"),
 }
 HOSTILE_MARKDOWN = (
@@ -276,7 +276,7 @@ HOSTILE_MARKDOWN = (
 
 ZEROS = {
     "01_soft_attention_pytorch": {
-        "masked_softmax": "def masked_softmax(scores, mask=None):\n    return torch.zeros_like(scores)\n",
+        "masked_log_softmax": "def masked_log_softmax(scores, mask=None):\n    return torch.zeros_like(scores)\n",
         "top_k": (
             "def top_k_attention(queries, keys, values, k, mask=None):\n"
             "    w = torch.zeros(*queries.shape[:-1], keys.shape[-2])\n"
@@ -292,7 +292,7 @@ ZEROS = {
 }
 ALIAS = {
     "01_soft_attention_pytorch": {
-        "masked_softmax": "from utils.attention.torch_impl import masked_softmax\n",
+        "masked_log_softmax": "from utils.attention.numpy_ref import masked_log_softmax\n",
         "cosine": (
             'exec("def cosine_scores(queries, keys):\\n'
             '    import utils.attention.torch_impl as t\\n'

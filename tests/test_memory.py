@@ -94,6 +94,39 @@ def test_memn2n_forward_follows_the_hop_equations() -> None:
         "masking changes only the story with empty slots"
 
 
+
+def test_memn2n_layerwise_is_adjacent_tying_for_one_hop_and_applies_h_between_hops() -> None:
+    """Assignment 3's reference: with one hop, A = B and C = W it is adjacent tying's forward; with more,
+    the same A and C at every hop and u^{k+1} = H u^k + o^k (H not symmetric, so H and H^T differ)."""
+    stories, queries, E, T = _batch(K=1)
+    one = {"A": E[0], "B": E[0], "C": E[1], "W": E[1], "H": np.eye(8, dtype=np.float32), "T_A": T[0], "T_C": T[1]}
+    for linear in (False, True):
+        want_logits, want_attn = ref.memn2n_forward(stories, queries, E, T, linear=linear)
+        logits, attn = ref.memn2n_layerwise(stories, queries, one, 1, linear=linear)
+        assert np.allclose(logits, want_logits, atol=1e-5) and np.allclose(attn, want_attn, atol=1e-6)
+    rng = np.random.default_rng(3)
+    w = {k: rng.normal(0, 0.3, (13, 8)) for k in "ABCW"} | {"H": rng.normal(0, 0.4, (8, 8)),
+                                                          "T_A": rng.normal(0, 0.3, (6, 8)), "T_C": rng.normal(0, 0.3, (6, 8))}
+    logits, attn = ref.memn2n_layerwise(stories, queries, w, 3)
+    pe = ref.PE_SCALE * ref.position_encoding(5, 8)
+    used = (stories != 0).any(-1)[..., None]
+    m = ref.embed_sentences(stories, w["A"], pe) + w["T_A"] * used
+    c = ref.embed_sentences(stories, w["C"], pe) + w["T_C"] * used
+    u = ref.embed_sentences(queries, w["B"], pe)
+    for k in range(3):
+        o, p = ref.memory_hop(u, m, c)
+        assert np.allclose(p, attn[:, k], atol=1e-6)
+        u = np.einsum("ij,bj->bi", w["H"], u) + o  # H u^k + o^k
+    assert np.allclose(logits, np.einsum("vd,bd->bv", w["W"], u), atol=1e-6)
+    transposed, _ = ref.memn2n_layerwise(stories, queries, w | {"H": w["H"].T}, 3)
+    assert not np.allclose(transposed, logits, atol=1e-3), "H and its transpose must give other answers"
+    with pytest.raises(ValueError, match="weights"):
+        ref.memn2n_layerwise(stories, queries, {k: v for k, v in w.items() if k != "H"}, 3)
+    with pytest.raises(ValueError, match=r"weights\['T_C'\]"):
+        ref.memn2n_layerwise(stories, queries, w | {"T_C": w["T_C"][:4]}, 3)
+    with pytest.raises(ValueError, match="hops"):
+        ref.memn2n_layerwise(stories, queries, w, 0)
+
 def test_content_addressing_is_cosine_attention_with_a_key_strength(rng: np.random.Generator) -> None:
     memory = rng.normal(size=(2, 6, 4))
     key = memory[:, 2] * 3.0 + 0.01  # points (almost) at row 2, at another scale

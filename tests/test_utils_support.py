@@ -29,6 +29,15 @@ def test_check_close_names_the_known_mistake() -> None:
     grading.check_close(right, right, "weights")  # passes silently
 
 
+def test_check_close_points_at_the_real_difference_when_both_have_the_same_infinity() -> None:
+    """-inf in both (a hidden key's log-weight) is no difference: the message names the entry that differs."""
+    expected = np.array([[-np.inf, -0.01, -150.0]])
+    got = np.array([[-np.inf, -0.01, -np.inf]])
+    with pytest.raises(grading.GradingError, match=r"up to inf \(at index \(0, 2\): expected -150, got -inf\)"):
+        grading.check_close(got, expected, "log-weights")
+    grading.check_close(expected.copy(), expected, "log-weights")  # the same infinities pass
+
+
 def test_a_hint_is_shown_only_for_the_mistake_it_names() -> None:
     """A value that matches no listed mistake gets the numbers, never a guess; the hint goes with a wrong shape."""
     right = np.array([[0.2, 0.8]])

@@ -23,6 +23,7 @@ from .. import checks  # noqa: E402
 
 __all__ = [
     "masked_softmax",
+    "masked_log_softmax",
     "dot_scores",
     "additive_scores",
     "gaussian_kernel_scores",
@@ -65,6 +66,24 @@ def masked_softmax(scores: Tensor, mask: Tensor | None = None, temperature: floa
     e = ops.exp(scores - row_max)  # exp(-inf) = 0 for masked positions
     total = ops.sum(e, axis=-1, keepdims=True)
     return e / ops.where(total == 0, ops.ones_like(total), total)
+
+
+def masked_log_softmax(scores: Tensor, mask: Tensor | None = None) -> Tensor:
+    """The log of ``masked_softmax``'s weights, computed in log space: a kept key far below its row's best
+    gets its true (large negative) log-weight, never the -inf of a weight that underflowed to 0.
+
+    -inf where the keep-mask is False; a row whose every position is masked is -inf everywhere (not NaN).
+    Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk).
+    """
+    checks.check_mask(mask, checks.shape_of(scores))
+    scores = ops.convert_to_tensor(scores)
+    if mask is not None:
+        scores = ops.where(ops.convert_to_tensor(mask), scores, float("-inf"))
+    row_max = ops.max(scores, axis=-1, keepdims=True)
+    row_max = ops.where(ops.isfinite(row_max), row_max, ops.zeros_like(row_max))  # fully masked rows
+    shifted = scores - row_max  # (..., Tq, Tk): <= 0 where kept, -inf where masked
+    total = ops.sum(ops.exp(shifted), axis=-1, keepdims=True)  # >= 1 wherever a position is kept, 0 where none is
+    return shifted - ops.log(ops.where(total == 0, ops.ones_like(total), total))
 
 
 def dot_scores(queries: Tensor, keys: Tensor, scale: bool = True) -> Tensor:

@@ -13,6 +13,7 @@ from .. import checks
 
 __all__ = [
     "masked_softmax",
+    "masked_log_softmax",
     "dot_scores",
     "additive_scores",
     "gaussian_kernel_scores",
@@ -49,6 +50,26 @@ def masked_softmax(scores: np.ndarray, mask: np.ndarray | None = None, temperatu
     e = np.exp(scores - row_max)  # exp(-inf) = 0 for masked positions
     total = e.sum(axis=-1, keepdims=True)
     return e / np.where(total == 0, 1.0, total)
+
+
+def masked_log_softmax(scores: np.ndarray, mask: np.ndarray | None = None) -> np.ndarray:
+    """The log of ``masked_softmax``'s weights, computed in log space: a kept key far below its row's best
+    gets its true (large negative) log-weight, never the -inf of a weight that underflowed to 0.
+
+    -inf where the keep-mask is False; a row whose every position is masked is -inf everywhere (not NaN).
+    Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk).
+    """
+    scores = np.asarray(scores)
+    if not np.issubdtype(scores.dtype, np.floating):
+        scores = scores.astype(np.float64)
+    checks.check_mask(mask, scores.shape)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf)
+    row_max = scores.max(axis=-1, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0.0)  # fully masked rows
+    shifted = scores - row_max  # (..., Tq, Tk): <= 0 where kept, -inf where masked
+    total = np.exp(shifted).sum(axis=-1, keepdims=True)  # >= 1 wherever a position is kept, 0 where none is
+    return shifted - np.log(np.where(total == 0, 1.0, total))
 
 
 def dot_scores(queries: np.ndarray, keys: np.ndarray, scale: bool = True) -> np.ndarray:

@@ -16,6 +16,7 @@ from .. import checks
 
 __all__ = [
     "masked_softmax",
+    "masked_log_softmax",
     "dot_scores",
     "additive_scores",
     "gaussian_kernel_scores",
@@ -55,6 +56,23 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None, tempe
     e = torch.exp(scores - row_max)  # exp(-inf) = 0 for masked positions
     total = e.sum(dim=-1, keepdim=True)
     return e / torch.where(total == 0, torch.ones_like(total), total)
+
+
+def masked_log_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The log of ``masked_softmax``'s weights, computed in log space: a kept key far below its row's best
+    gets its true (large negative) log-weight, never the -inf of a weight that underflowed to 0.
+
+    -inf where the keep-mask is False; a row whose every position is masked is -inf everywhere (not NaN).
+    Shapes: scores (..., Tq, Tk), mask broadcastable to it -> (..., Tq, Tk).
+    """
+    checks.check_mask(mask, scores.shape)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    row_max = scores.amax(dim=-1, keepdim=True)
+    row_max = torch.where(torch.isfinite(row_max), row_max, torch.zeros_like(row_max))  # fully masked rows
+    shifted = scores - row_max  # (..., Tq, Tk): <= 0 where kept, -inf where masked
+    total = torch.exp(shifted).sum(dim=-1, keepdim=True)  # >= 1 wherever a position is kept, 0 where none is
+    return shifted - torch.log(torch.where(total == 0, torch.ones_like(total), total))
 
 
 def dot_scores(queries: torch.Tensor, keys: torch.Tensor, scale: bool = True) -> torch.Tensor:

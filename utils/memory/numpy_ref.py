@@ -161,6 +161,57 @@ def memn2n_forward(
     return logits, np.stack(attention, axis=1)  # (B, K, M)
 
 
+LAYERWISE_WEIGHTS = ("A", "B", "C", "W", "H")
+
+
+def memn2n_layerwise(
+    stories: np.ndarray, queries: np.ndarray, weights: dict, hops: int, linear: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """MemN2N with layer-wise (RNN-like) weight tying, Sukhbaatar et al. (2015) Sec. 2.2: one A and one C for every hop.
+
+    u^1 = B q; for k = 1..K: m_i = A x_i + T_A(i), c_i = C x_i + T_C(i), (o^k, p^k) = hop(u^k, m, c),
+    u^{k+1} = H u^k + o^k; logits = W u^{K+1}. Words weighted by PE_SCALE * l_j; an empty slot is the
+    zero vector without a temporal term (score 0, as in ``memn2n_forward``). Assignment 3 asks for it
+    (a find-and-fix) and its tests compare with it; the twins' MemN2N is adjacent-tied, so it has no
+    twin and stays out of ``__all__``.
+    Shapes: stories (B, M, J) int, queries (B, J) int; weights: "A", "B", "C", "W" (V, D), "H" (D, D),
+    and "T_A", "T_C" (>=M, D) for temporal encoding -> logits (B, V), attention (B, K, M).
+    """
+    missing = [k for k in LAYERWISE_WEIGHTS if k not in weights]
+    if missing or ("T_A" in weights) != ("T_C" in weights):
+        raise ValueError(f"weights: expected the keys {LAYERWISE_WEIGHTS} and either both or neither of "
+                         f"'T_A', 'T_C', got {sorted(weights)}")
+    s = _checks.check_ids("stories", stories, 3, "(B, M, J)")
+    q = _checks.check_ids("queries", queries, 2, "(B, J)")
+    if q[0] != s[0]:
+        raise ValueError(f"queries: expected (B, J) with B={s[0]} like stories {s}, got {q}")
+    e = np.shape(weights["A"])
+    expected = {k: e for k in "ABCW"} | {"H": (e[-1], e[-1])}
+    expected |= {k: (max(s[1], np.shape(weights[k])[0]), e[-1]) for k in ("T_A", "T_C") if k in weights}
+    for key, shape in expected.items():
+        if len(e) != 2 or np.shape(weights[key]) != shape:
+            raise ValueError(f"weights[{key!r}]: expected {shape} (V, D from weights['A'], M >= {s[1]} slots), "
+                             f"got shape {np.shape(weights[key])}")
+    if int(hops) < 1:
+        raise ValueError(f"hops: expected a positive int, got {hops}")
+    M = s[1]
+    pe_story = PE_SCALE * _pe_matrix(s[2], e[1])
+    pe_query = PE_SCALE * _pe_matrix(q[1], e[1])
+    used = (np.asarray(stories) != 0).any(axis=-1)[..., None]  # (B, M, 1) slots that hold a sentence
+    m = embed_sentences(stories, weights["A"], pe_story)  # (B, M, D), the same at every hop
+    c = embed_sentences(stories, weights["C"], pe_story)  # (B, M, D)
+    if "T_A" in weights:
+        m = m + np.asarray(weights["T_A"])[:M] * used
+        c = c + np.asarray(weights["T_C"])[:M] * used
+    u = embed_sentences(queries, weights["B"], pe_query)  # (B, D)
+    attention = []
+    for _ in range(int(hops)):
+        o, p = memory_hop(u, m, c, None, linear)
+        u = u @ np.asarray(weights["H"]).T + o  # u^{k+1} = H u^k + o^k
+        attention.append(p)
+    return u @ np.asarray(weights["W"]).T, np.stack(attention, axis=1)  # (B, V), (B, K, M)
+
+
 def content_addressing(memory: np.ndarray, key: np.ndarray, strength: float | np.ndarray = 1.0) -> np.ndarray:
     """NTM/DNC content weights: softmax over rows of strength * cosine(key, row).
 

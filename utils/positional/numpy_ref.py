@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _checks
 
-__all__ = ["frequencies", "sinusoidal_encoding", "offset_matrix", "apply_rotary", "apply_rotary_partial"]
+__all__ = ["frequencies", "sinusoidal_encoding", "offset_matrix", "apply_rotary"]
 
 
 def frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
@@ -83,6 +83,9 @@ def apply_rotary_partial(x: np.ndarray, d_rot: int, offset: int = 0, base: float
     with the frequencies of a vector of width d_rot: w_i = base ** (-2i / d_rot). So the
     rotated part, read in the interleaved layout, is ``apply_rotary`` of a d_rot-wide vector.
     Shapes: x (..., T, D) -> (..., T, D), with d_rot even and 2 <= d_rot <= D.
+
+    Assignment 4's reference only: the lessons never build it, so it has no PyTorch or Keras
+    twin and stays out of ``__all__``.
     """
     _checks.check_offset(offset)
     shape = _checks.check_sequence("x", x, None, None, "(..., T, D)")
