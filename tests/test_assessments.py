@@ -154,3 +154,22 @@ def test_every_assignment_has_a_find_and_fix_with_its_why_and_a_written_answer(a
     for cell in written + [c for _, cells in fixes for c in cells if _hand_graded(c)]:
         model = cell.source.split("### BEGIN SOLUTION", 1)[1].lower()
         assert "rubric" in model, f"{assignment}: {cell.metadata['nbgrader']['grade_id']}: a model answer without a rubric"
+
+
+@pytest.mark.parametrize("assignment", overlap.assignments())
+def test_every_graded_code_exercise_has_a_correct_answer_written_another_way(assignment: str) -> None:
+    """Issue 39, item 5: tests/mutants/<id>.yml holds, for every code exercise with automatic points,
+    a ``correct: true`` alternative (test_grading checks that it gets full marks)."""
+    import yaml
+
+    alternatives = {m["cell"] for m in yaml.safe_load((ROOT / "tests" / "mutants" / f"{assignment}.yml").read_text())
+                    if m.get("correct")}
+    missing = []
+    for heading, cells in _sections(ROOT / "solutions" / assignment / f"{assignment}.ipynb"):
+        graded = any(c.cell_type == "code" and c.metadata.get("nbgrader", {}).get("grade")
+                     and (c.metadata["nbgrader"].get("points") or 0) > 0 for c in cells)
+        for c in cells:
+            meta = c.metadata.get("nbgrader", {})
+            if graded and c.cell_type == "code" and meta.get("solution") and meta["grade_id"] not in alternatives:
+                missing.append(meta["grade_id"])
+    assert not missing, f"{assignment}: no correct alternative for {missing}"
