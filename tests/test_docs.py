@@ -50,6 +50,11 @@ def test_fenced_commands_are_extracted():
     assert fenced_commands(text) == ["make lab", "make grade ASSIGNMENT=x"]
 
 
+def test_a_line_that_only_sets_a_variable_is_no_command_and_no_crash():
+    problems, ran = check_commands([("x.md", "ALLOW_PROVISIONAL=1"), ("x.md", "VENV=/opt/env make no-such-target")])
+    assert ran == 0 and problems == ["x.md: `VENV=/opt/env make no-such-target`: no make target 'no-such-target'"]
+
+
 def test_readme_is_a_front_door():
     size = len(README.read_bytes())
     assert size <= README_LIMIT, f"README.md is {size:,} bytes; keep it under {README_LIMIT:,}: move details to docs/"
@@ -93,6 +98,8 @@ def check_commands(commands: list[tuple[str, str]]) -> tuple[list[str], int]:
         argv = shlex.split(command)
         while argv and (argv[0] == "sudo" or re.match(r"^[A-Z_]+=", argv[0])):
             argv = argv[1:]
+        if not argv:  # a line that only sets variables (`export` aside), e.g. `ALLOW_PROVISIONAL=1`
+            continue
         program, args = argv[0], argv[1:]
         if program == "make":
             target = next((a for a in args if "=" not in a and not a.startswith("-")), None)
