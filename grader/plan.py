@@ -129,10 +129,13 @@ def check_only_helpers(source_nb) -> set[str]:
     tests, the set-up cells' own statements, every other code cell (the answer cells' starting code
     and model solutions, the plain cells the release gives); and whatever those definitions use.
     The rest (the library's attention the tests compare with, the variants a mistake produces)
-    computes what an exercise asks for, so the sandbox gets a stub in its place.
+    computes what an exercise asks for, so the sandbox gets a stub in its place. A set-up definition
+    the notebook's ``metadata.course.given`` names is the student's to use and always kept.
     """
     defs: dict[str, ast.AST] = {}
-    roots: set[str] = set()
+    # What the set-up gives the student to use (``metadata.course.given``): kept even where the release's
+    # answer cells, still blank, do not call it yet (the self-check of a course folder without solutions/).
+    roots: set[str] = {str(n) for n in ((source_nb.metadata.get("course") or {}).get("given") or [])}
     for cell in source_nb.cells:
         if cell.cell_type != "code":
             continue

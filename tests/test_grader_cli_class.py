@@ -305,15 +305,20 @@ def test_exports_refuse_provisional_scores_unless_allowed_and_match_the_lms_layo
     # the instructor grades every written answer (as the formgrader does): nothing provisional is left
     from nbgrader.api import Gradebook
 
+    source = nbformat.read(gs.ROOT / "solutions" / AID / f"{AID}.ipynb", as_version=4)
+    written = [c.metadata["nbgrader"]["grade_id"] for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]
+    assert written, f"{AID} has no written answer"
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in (EVIL_ID, "raiser", "bad_name"):
-            grade = gb.find_grade("explain_scores", AID, AID, student)
-            grade.manual_score, grade.needs_manual_grade = 2.0, False
+            for cell in written:
+                grade = gb.find_grade(cell, AID, AID, student)
+                grade.manual_score, grade.needs_manual_grade = 1.0, False
         gb.db.commit()
     final = _export(course, "canvas", roster, tmp_path / "final.csv")
     assert final.returncode == 0 and "provisional" not in final.stderr, final.stderr[-2000:]
     by_login = {r[3]: r for r in list(csv.reader((tmp_path / "final.csv").open(encoding="utf-8")))[2:]}
-    assert float(by_login["ada"][5]) == float(graded["rows"]["raiser"]["score"]) + 2.0
+    assert float(by_login["ada"][5]) == float(graded["rows"]["raiser"]["score"]) + 1.0 * len(written)
 
 
 # --- the class report -------------------------------------------------------------------------------

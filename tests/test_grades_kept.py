@@ -129,8 +129,10 @@ def story(tmp_path_factory) -> dict:
     gs.nbgrader(["generate_assignment", AID, "--force"], course)
     source = nbformat.read(course / "solutions" / AID / f"{AID}.ipynb", as_version=4)
     release = nbformat.read(course / "assignments" / AID / f"{AID}.ipynb", as_version=4)
-    (cell,) = [c.metadata["nbgrader"]["grade_id"] for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]
+    written = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")}
+    cell = "explain_scores"  # the story follows this written answer; the others are graded once, in full
+    assert cell in written and written[cell] == 3, written
     full = gs.fill_release(release, gs.student_fill(source, written=True))
     ann = gs.write_submission(course, AID, "ann", full)
     (ann.parent / "timestamp.txt").unlink()  # put in submitted/ by hand, as the README allows
@@ -150,6 +152,10 @@ def story(tmp_path_factory) -> dict:
     # The instructor grades both written answers in the formgrader, then `make feedback`.
     formgrader_grade(url, "ann", cell, 2.0, "ANN-COMMENT: right idea, the second point needs numbers.")
     formgrader_grade(url, "ben", cell, 3.0, "BEN-COMMENT: complete.")
+    for other, points in written.items():
+        if other != cell:
+            for student in ("ann", "ben"):
+                formgrader_grade(url, student, other, float(points), "")
     after_hand_grading(AID, course, jobs=1)
     seen["final"] = _snapshot(course, url, cell)
 
@@ -356,9 +362,12 @@ def test_a_postgresql_gradebook_is_shared_by_make_grade_and_the_formgrader(postg
     assert view["autograded"] and view["needs_manual_grade"] and row["status"] == "provisional", (view, row)
     assert view["score"] == float(row["score"]) == float(row["max_score"]) - by_hand > 0, (view, row)
 
-    cell = next(c.metadata["nbgrader"]["grade_id"] for c in source.cells
-                if c.metadata.get("nbgrader", {}).get("solution") and c.metadata["nbgrader"].get("grade"))
-    formgrader_grade(postgres.url, "ann", cell, by_hand - 1, "PG-COMMENT: nearly.")
+    written = [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"]["points"])) for c in source.cells
+               if c.metadata.get("nbgrader", {}).get("solution") and c.metadata["nbgrader"].get("grade")]
+    assert sum(points for _, points in written) == by_hand and written[-1][1] >= 1, written
+    for cell, points in written[:-1]:  # every written answer graded; the last one loses a point
+        formgrader_grade(postgres.url, "ann", cell, points, "")
+    formgrader_grade(postgres.url, "ann", written[-1][0], written[-1][1] - 1, "PG-COMMENT: nearly.")
     proc = subprocess.run([sys.executable, "-m", "grader", AID, "--after-hand-grading", "--course", str(course)],
                           cwd=gs.ROOT, env=gs.nbgrader_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]

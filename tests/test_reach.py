@@ -10,6 +10,7 @@ Static for every assignment (cheap); one assignment is also run for real in a fr
 from __future__ import annotations
 
 import ast
+import re
 import json
 import subprocess
 import sys
@@ -139,3 +140,16 @@ def test_the_sandbox_cannot_call_them(tmp_path: Path) -> None:
     line = next((l for l in done.stdout.splitlines() if l.startswith("RESULT")), None)
     assert line, done.stderr[-3000:]
     assert json.loads(line[len("RESULT"):]) == {name: "graded" for name in routes}
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[p.stem for p in SOURCES])
+def test_the_self_check_without_solutions_stubs_only_what_the_hidden_tests_use(path: Path) -> None:
+    """A course folder without solutions/ (a hub's self-check) plans from the release, whose answer cells
+    are blank: a set-up helper the student is given to use must stay callable there too
+    (``metadata.course.given``); only helpers of the hidden tests, which do not run there, may differ."""
+    source = nbformat.read(path, as_version=4)
+    release = nbformat.read(ROOT / "assignments" / path.stem / f"{path.stem}.ipynb", as_version=4)
+    extra = plan.check_only_helpers(release) - plan.check_only_helpers(source)
+    visible = "\n".join(c.source.split("### BEGIN HIDDEN TESTS")[0] for c in source.cells if c.cell_type == "code")
+    used = sorted(n for n in extra if re.search(rf"\b{re.escape(n)}\b", visible.replace(f"def {n}(", "")))
+    assert not used, f"{path.stem}: the release's plan stubs {used}, which grading keeps and visible code uses"
