@@ -181,6 +181,22 @@ def top_k_filter(logits: np.ndarray, k: int) -> np.ndarray:
     return np.where(x >= kth, x, -np.inf)
 
 
+def _check_p(p: float) -> None:
+    if not (isinstance(p, (int, float)) and 0 < p <= 1):
+        raise ValueError(f"p: expected a probability in (0, 1], got {p!r}")
+
+
+def _keep_until_mass(x: np.ndarray, probs: np.ndarray, order: np.ndarray, p: float) -> np.ndarray:
+    """The logits ``x`` with the tokens taken in ``order`` kept until their mass reaches ``p`` (the token
+    that crosses ``p`` kept too), the others at -inf. Shapes: x, probs, order (..., V) -> (..., V)."""
+    sorted_probs = np.take_along_axis(probs, order, axis=-1)
+    mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs  # (..., V) the mass of the tokens ahead
+    keep_sorted = mass_before < p  # a token is needed while the ones ahead of it hold less than p
+    keep = np.empty_like(keep_sorted)
+    np.put_along_axis(keep, order, keep_sorted, axis=-1)
+    return np.where(keep, x, -np.inf)
+
+
 def top_p_filter(logits: np.ndarray, p: float) -> np.ndarray:
     """Nucleus filter: keep the smallest set of most likely tokens whose probability reaches ``p``.
 
@@ -190,17 +206,11 @@ def top_p_filter(logits: np.ndarray, p: float) -> np.ndarray:
     Shapes: logits (..., V) -> (..., V) float64, the dropped tokens at -inf.
     """
     x = _logits(logits)
-    if not (isinstance(p, (int, float)) and 0 < p <= 1):
-        raise ValueError(f"p: expected a probability in (0, 1], got {p!r}")
+    _check_p(p)
     probs = np.exp(x - x.max(axis=-1, keepdims=True))
     probs /= probs.sum(axis=-1, keepdims=True)  # (..., V)
     order = np.argsort(-probs, axis=-1, kind="stable")  # (..., V) most likely first
-    sorted_probs = np.take_along_axis(probs, order, axis=-1)
-    mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs  # (..., V) the mass of the tokens ahead
-    keep_sorted = mass_before < p  # a token is needed while the ones ahead of it hold less than p
-    keep = np.empty_like(keep_sorted)
-    np.put_along_axis(keep, order, keep_sorted, axis=-1)
-    return np.where(keep, x, -np.inf)
+    return _keep_until_mass(x, probs, order, p)
 
 
 def typical_filter(logits: np.ndarray, p: float) -> np.ndarray:
@@ -213,20 +223,14 @@ def typical_filter(logits: np.ndarray, p: float) -> np.ndarray:
     Shapes: logits (..., V) -> (..., V) float64, the dropped tokens at -inf.
     """
     x = _logits(logits)
-    if not (isinstance(p, (int, float)) and 0 < p <= 1):
-        raise ValueError(f"p: expected a probability in (0, 1], got {p!r}")
+    _check_p(p)
     log_probs = x - x.max(axis=-1, keepdims=True)
     log_probs = log_probs - np.log(np.exp(log_probs).sum(axis=-1, keepdims=True))  # (..., V) ln P
     probs = np.exp(log_probs)
     entropy = -(probs * np.where(probs > 0, log_probs, 0.0)).sum(axis=-1, keepdims=True)  # (..., 1) in nats; 0 ln 0 = 0
     distance = np.abs(-log_probs - entropy)  # (..., V) how far each token's surprise is from the expected one
     order = np.argsort(distance, axis=-1, kind="stable")  # (..., V) the most typical first
-    sorted_probs = np.take_along_axis(probs, order, axis=-1)
-    mass_before = np.cumsum(sorted_probs, axis=-1) - sorted_probs  # (..., V) the mass of the tokens ahead
-    keep_sorted = mass_before < p
-    keep = np.empty_like(keep_sorted)
-    np.put_along_axis(keep, order, keep_sorted, axis=-1)
-    return np.where(keep, x, -np.inf)
+    return _keep_until_mass(x, probs, order, p)
 
 
 def sample_next(
