@@ -9,18 +9,19 @@ a find-and-fix does not tell the student its bug.
 """
 from __future__ import annotations
 
-import ast
 import re
 import statistics
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
+from tests import grading_support as gs
 from tools import overlap
 from tools.notebook_runner import ROOT
 
-LIMIT, MEDIAN_LIMIT = 0.35, 0.15
+LIMIT, MEDIAN_LIMIT = overlap.LIMIT, 0.15
 
 ROWS = [row for a in overlap.assignments() for row in overlap.measure(a)]
 
@@ -77,38 +78,33 @@ def test_the_median_exercise_is_mostly_new() -> None:
 
 # ---- find-and-fix: the bug is named only by the grader ----
 
-def _mistake_messages(source: str) -> list[str]:
-    """The descriptions in every ``mistakes={...}`` of a test cell (its keys)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return []
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "mistakes" and isinstance(node.value, ast.Dict):
-            found += [k.value for k in node.value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)]
-    return found
-
-
 def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
 def find_and_fix_messages(solution: Path) -> list[tuple[str, str]]:
     """(section, message) for every mistake message of a hidden test in a find-and-fix section."""
-    section, found = "", []
-    for cell in nbformat.read(solution, as_version=4).cells:
-        if cell.cell_type == "markdown" and cell.source.startswith("## "):
-            section = cell.source.splitlines()[0]
-        if cell.cell_type == "code" and "### BEGIN HIDDEN TESTS" in cell.source and "find and fix" in section.lower():
-            body = cell.source.replace("### BEGIN HIDDEN TESTS", "").replace("### END HIDDEN TESTS", "")
-            found += [(section, m) for m in _mistake_messages(body)]
+    found = []
+    for heading, cells in _sections(solution):
+        if "find and fix" in heading.lower():
+            hidden = [c for c in cells if c.cell_type == "code" and "### BEGIN HIDDEN TESTS" in c.source]
+            found += [(heading, m) for m in gs.mistake_messages(nbformat.v4.new_notebook(cells=hidden))]
     return found
 
 
-def test_the_leak_check_reads_hidden_mistakes() -> None:
-    src = "### BEGIN HIDDEN TESTS\ngrading.check_close(a, b, 'x', mistakes={'the scores were not scaled': 1})\n"
-    assert _mistake_messages(src.replace("### BEGIN HIDDEN TESTS", "")) == ["the scores were not scaled"]
+def test_the_leak_check_reads_the_hidden_mistakes_of_find_and_fix_sections_only(tmp_path: Path) -> None:
+    def hidden(message: str):
+        cell = nbformat.v4.new_code_cell("### BEGIN HIDDEN TESTS\n"
+                                         f"grading.check_close(a, b, 'x', mistakes={{{message!r}: 1}})\n### END HIDDEN TESTS")
+        cell.metadata["nbgrader"] = {"grade": True, "solution": False, "points": 1, "grade_id": message[:5]}
+        return cell
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("## Exercise 1: find and fix a colleague's softmax"), hidden("the scores were not scaled"),
+        nbformat.v4.new_markdown_cell("## Exercise 2: from words"), hidden("the rows do not sum to one")])
+    nbformat.write(nb, tmp_path / "nb.ipynb")
+    assert find_and_fix_messages(tmp_path / "nb.ipynb") == [
+        ("## Exercise 1: find and fix a colleague's softmax", "the scores were not scaled")]
 
 
 @pytest.mark.parametrize("assignment", overlap.assignments())
@@ -160,8 +156,6 @@ def test_every_assignment_has_a_find_and_fix_with_its_why_and_a_written_answer(a
 def test_every_graded_code_exercise_has_a_correct_answer_written_another_way(assignment: str) -> None:
     """Issue 39, item 5: tests/mutants/<id>.yml holds, for every code exercise with automatic points,
     a ``correct: true`` alternative (test_grading checks that it gets full marks)."""
-    import yaml
-
     alternatives = {m["cell"] for m in yaml.safe_load((ROOT / "tests" / "mutants" / f"{assignment}.yml").read_text())
                     if m.get("correct")}
     missing = []

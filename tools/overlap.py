@@ -34,6 +34,7 @@ import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = 12  # a run of this many identical tokens counts as copied
+LIMIT = 0.35  # an exercise with more of its solution in the lesson measures copying (issue 39)
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
          tokenize.ENCODING, tokenize.ENDMARKER}
@@ -86,14 +87,10 @@ def solution_parts(source: str) -> list[str]:
             inside, current = True, []
         elif line.strip() == END and inside:
             inside = False
-            parts.append(_dedent("\n".join(current)))
+            parts.append(textwrap.dedent("\n".join(current)))
         elif inside:
             current.append(line)
     return parts
-
-
-def _dedent(text: str) -> str:
-    return textwrap.dedent(text)
 
 
 def lesson_for(assignment: str) -> Path:
@@ -135,19 +132,11 @@ def measure(assignment: str) -> list[Overlap]:
         meta = cell.metadata.get("nbgrader", {})
         if cell.cell_type != "code" or not meta.get("solution"):
             continue
-        code = [t for part in solution_parts(cell.source) for t in tokens(part) + ["\0"]][:-1]
-        seq = [t for t in code if t != "\0"]
-        if not seq:
-            continue
-        # runs never span two solution blocks of one cell: measure each block on its own
-        copied, block = 0, []
-        for t in code + ["\0"]:
-            if t == "\0":
-                copied += copied_count(block, known)
-                block = []
-            else:
-                block.append(t)
-        rows.append(Overlap(assignment, meta.get("grade_id", "?"), len(seq), copied))
+        blocks = [tokens(part) for part in solution_parts(cell.source)]  # a run never spans two blocks
+        total = sum(len(b) for b in blocks)
+        if total:
+            rows.append(Overlap(assignment, meta.get("grade_id", "?"), total,
+                                sum(copied_count(b, known) for b in blocks)))
     return rows
 
 
@@ -162,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     rows = [r for a in (args.assignments or assignments()) for r in measure(a)]
     for r in rows:
-        flag = "  over 35%" if r.share > 0.35 else ""
+        flag = f"  over {LIMIT:.0%}" if r.share > LIMIT else ""
         print(f"{r.assignment:40s} {r.exercise:28s} {r.share:6.1%}  ({r.copied}/{r.tokens} tokens){flag}")
     if rows:
         print(f"median {statistics.median(r.share for r in rows):.1%} over {len(rows)} exercises; "
-              f"{sum(r.share > 0.35 for r in rows)} over 35%")
+              f"{sum(r.share > LIMIT for r in rows)} over {LIMIT:.0%}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) | {"share": round(r.share, 4)} for r in rows], indent=1) + "\n")
     return 0
