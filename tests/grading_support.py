@@ -113,10 +113,15 @@ def scores(course: Path, assignment: str) -> dict[str, tuple[float, float]]:
         return out
 
 
+def written_answers(source_nb) -> dict[str, float]:
+    """grade_id -> points of each answer graded by hand (a cell both a solution and a grade cell), in order."""
+    return {c.metadata["nbgrader"]["grade_id"]: float(c.metadata["nbgrader"].get("points", 0)) for c in source_nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")}
+
+
 def hand_graded_points(source_nb) -> float:
-    """Points of the answers graded by hand (cells that are both a solution and a grade cell)."""
-    return sum(float(c.metadata["nbgrader"].get("points", 0)) for c in source_nb.cells
-               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution"))
+    """Points of the answers graded by hand."""
+    return sum(written_answers(source_nb).values())
 
 
 def graded_status(by_hand: float) -> str:

@@ -306,8 +306,7 @@ def test_exports_refuse_provisional_scores_unless_allowed_and_match_the_lms_layo
     from nbgrader.api import Gradebook
 
     source = nbformat.read(gs.ROOT / "solutions" / AID / f"{AID}.ipynb", as_version=4)
-    written = [c.metadata["nbgrader"]["grade_id"] for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")]
+    written = list(gs.written_answers(source))
     assert written, f"{AID} has no written answer"
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gb:
         for student in (EVIL_ID, "raiser", "bad_name"):

@@ -129,8 +129,7 @@ def story(tmp_path_factory) -> dict:
     gs.nbgrader(["generate_assignment", AID, "--force"], course)
     source = nbformat.read(course / "solutions" / AID / f"{AID}.ipynb", as_version=4)
     release = nbformat.read(course / "assignments" / AID / f"{AID}.ipynb", as_version=4)
-    written = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"].get("solution")}
+    written = gs.written_answers(source)
     cell = "explain_scores"  # the story follows this written answer; the others are graded once, in full
     assert cell in written and written[cell] == 3, written
     full = gs.fill_release(release, gs.student_fill(source, written=True))
@@ -362,8 +361,7 @@ def test_a_postgresql_gradebook_is_shared_by_make_grade_and_the_formgrader(postg
     assert view["autograded"] and view["needs_manual_grade"] and row["status"] == "provisional", (view, row)
     assert view["score"] == float(row["score"]) == float(row["max_score"]) - by_hand > 0, (view, row)
 
-    written = [(c.metadata["nbgrader"]["grade_id"], float(c.metadata["nbgrader"]["points"])) for c in source.cells
-               if c.metadata.get("nbgrader", {}).get("solution") and c.metadata["nbgrader"].get("grade")]
+    written = list(gs.written_answers(source).items())
     assert sum(points for _, points in written) == by_hand and written[-1][1] >= 1, written
     for cell, points in written[:-1]:  # every written answer graded; the last one loses a point
         formgrader_grade(postgres.url, "ann", cell, points, "")
